@@ -1,0 +1,53 @@
+// The resolved configuration and its loader. config/ is the only component that includes
+// toml++: it maps the TOML document onto the Params structs the other components own.
+//
+// Loading never throws: it returns either a Config or the complete list of problems, each with
+// its file position and key path, collected in one pass. Called on the main thread only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/proxy/params.h"
+#include "floodgate/routing/params.h"
+#include "floodgate/upstream/params.h"
+
+namespace floodgate::config {
+
+struct Config {
+  ServerParams server;
+  AdminParams admin;
+  LogParams log;
+  std::vector<UpstreamParams> upstreams;
+  std::vector<RouteParams> routes;
+};
+
+struct Diagnostic {
+  enum class Severity { error, warning };
+  Severity severity = Severity::error;
+  std::string file;
+  int line = 0;    // 1-based; 0 when the problem has no position (e.g. unreadable file)
+  int column = 0;  // 1-based
+  std::string path;     // key path, e.g. "upstreams[0].balance"
+  std::string message;  // says what is wrong and how to fix it
+};
+
+struct LoadResult {
+  std::optional<Config> config;  // set when there are no errors (warnings allowed)
+  std::vector<Diagnostic> diagnostics;
+
+  bool ok() const { return config.has_value(); }
+};
+
+// Reads and validates a configuration file.
+LoadResult load_file(const std::string& path);
+
+// Validates configuration text; `source_name` stands for the file name in diagnostics.
+LoadResult load_string(std::string_view toml, std::string_view source_name);
+
+// "FILE:LINE:COLUMN: error: KEY.PATH: message" (the format of `floodgate check`).
+std::string format(const Diagnostic& d);
+
+}  // namespace floodgate::config

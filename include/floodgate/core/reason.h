@@ -1,0 +1,55 @@
+// Why floodgate answered a request itself. Every generated response carries its reason in the
+// X-Floodgate-Reason header, counts in floodgate_responses_generated_total{reason}, and appears
+// in the access log. docs/reasons.md keeps the whole list; later stages append to the enum.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace floodgate {
+
+enum class Reason : unsigned char {
+  none = 0,  // the response came from a backend
+  bad_request,
+  header_timeout,
+  body_too_large,
+  uri_too_long,
+  header_too_large,
+  no_route,
+  upstream_connect_failed,
+  upstream_reset,
+  upstream_bad_response,
+  upstream_connect_timeout,
+  upstream_timeout,
+  count_  // number of reasons; keep last
+};
+
+inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
+
+struct ReasonInfo {
+  std::string_view name;    // X-Floodgate-Reason value and metric label
+  int status;               // HTTP status floodgate answers with
+  std::string_view phrase;  // status line reason phrase
+  std::string_view body;    // short human-readable body (one line, no trailing newline)
+};
+
+inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
+    {"", 0, "", ""},
+    {"bad_request", 400, "Bad Request", "malformed or ambiguous request"},
+    {"header_timeout", 408, "Request Timeout", "request head not received in time"},
+    {"body_too_large", 413, "Content Too Large", "request body exceeds server.max_body_bytes"},
+    {"uri_too_long", 414, "URI Too Long", "request-target exceeds server.max_uri_bytes"},
+    {"header_too_large", 431, "Request Header Fields Too Large",
+     "request header fields exceed server.max_header_bytes or server.max_headers"},
+    {"no_route", 404, "Not Found", "no route matches this host and path"},
+    {"upstream_connect_failed", 502, "Bad Gateway", "could not connect to the backend"},
+    {"upstream_reset", 502, "Bad Gateway", "the backend closed the connection before responding"},
+    {"upstream_bad_response", 502, "Bad Gateway", "the backend sent a malformed response"},
+    {"upstream_connect_timeout", 504, "Gateway Timeout", "timed out connecting to the backend"},
+    {"upstream_timeout", 504, "Gateway Timeout", "the backend did not respond in time"},
+}};
+
+constexpr const ReasonInfo& info(Reason r) { return kReasons[static_cast<std::size_t>(r)]; }
+
+}  // namespace floodgate

@@ -1,0 +1,110 @@
+// ReactorMetrics: every request-path metric of one reactor (its shard). docs/metrics.md lists
+// the metrics; render_prometheus (prometheus.h) sums all reactors' shards at scrape time.
+//
+// Threads: the write methods and client_connections.add() only on the owning reactor's thread;
+// the read accessors on any thread (relaxed reads; see counter.h). The shard must outlive every
+// scrape that reads it.
+//
+// Invariants: everything is allocated in the constructor for a fixed number N of upstreams, so
+// the write methods never allocate, never throw and take no lock. Request slots: slot 0 counts
+// requests answered before routing (label upstream=""), slot i + 1 counts upstream id i
+// (slot_for(i)). Preconditions (checked by assert only): slot < N + 1, upstream < N.
+#pragma once
+
+#include <array>
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/core/reason.h"
+#include "floodgate/metrics/counter.h"
+#include "floodgate/metrics/histogram.h"
+
+namespace floodgate {
+
+inline constexpr std::size_t kStatusClasses = 5;  // 1xx .. 5xx
+inline constexpr std::array<std::string_view, kStatusClasses> kStatusClassLabels{
+    "1xx", "2xx", "3xx", "4xx", "5xx"};
+
+// 0 for 1xx .. 4 for 5xx. A status outside 100..599 is clamped into 1xx or 5xx.
+constexpr std::size_t status_class(int status) noexcept {
+  const int hundreds = status / 100;
+  if (hundreds < 1) {
+    return 0;
+  }
+  if (hundreds > 5) {
+    return 4;
+  }
+  return static_cast<std::size_t>(hundreds - 1);
+}
+
+// A struct by name (as the design refers to it) but with private storage: the sizes are invariants.
+struct ReactorMetrics {
+  static constexpr std::size_t kUnroutedSlot = 0;
+  static constexpr std::size_t slot_for(uint32_t upstream) noexcept { return upstream + 1; }
+
+  explicit ReactorMetrics(std::size_t upstreams);
+
+  // --- Writers: the owning reactor's thread only. ---
+
+  // A request answered with `status` after `duration`, in slot kUnroutedSlot or slot_for(id).
+  void count_request(std::size_t slot, int status, std::chrono::nanoseconds duration) noexcept {
+    assert(slot < slots_.size());
+    Slot& s = slots_[slot];
+    s.requests[status_class(status)].add();
+    s.duration.observe(duration);
+  }
+  // A response floodgate generated itself. Reason::none is accepted but never rendered.
+  void generated(Reason reason) noexcept { generated_[static_cast<std::size_t>(reason)].add(); }
+  // A connection attempt to a backend of `upstream` failed: refused, unreachable, reset while
+  // connecting, or timed out (a connect timeout also counts in timeout()).
+  void connect_failure(uint32_t upstream) noexcept {
+    per_upstream(upstream).connect_failures.add();
+  }
+  // A connect timeout or a response timeout on `upstream` (each answered 504 or retried).
+  void timeout(uint32_t upstream) noexcept { per_upstream(upstream).timeouts.add(); }
+
+  Gauge client_connections;  // open client connections: add(1) on accept, add(-1) on close
+
+  // --- Readers: any thread. ---
+
+  std::size_t upstreams() const noexcept { return upstreams_.size(); }
+  std::size_t slots() const noexcept { return slots_.size(); }  // upstreams() + 1
+  const Counter& requests(std::size_t slot, std::size_t status_class) const noexcept {
+    return slots_[slot].requests[status_class];
+  }
+  const Histogram& duration(std::size_t slot) const noexcept { return slots_[slot].duration; }
+  const Counter& connect_failures(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].connect_failures;
+  }
+  const Counter& timeouts(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].timeouts;
+  }
+  const Counter& responses_generated(Reason reason) const noexcept {
+    return generated_[static_cast<std::size_t>(reason)];
+  }
+
+ private:
+  struct Slot {
+    std::array<Counter, kStatusClasses> requests{};
+    Histogram duration;
+  };
+  struct Upstream {
+    Counter connect_failures;
+    Counter timeouts;
+  };
+
+  Upstream& per_upstream(uint32_t upstream) noexcept {
+    assert(upstream < upstreams_.size());
+    return upstreams_[upstream];
+  }
+
+  std::vector<Slot> slots_;          // size N + 1, never resized
+  std::vector<Upstream> upstreams_;  // size N, never resized
+  std::array<Counter, kReasonCount> generated_{};
+};
+
+}  // namespace floodgate

@@ -1,0 +1,134 @@
+// A reactor: one thread running one single-threaded io_context, with its own SO_REUSEPORT
+// listening sockets, its own client connections, its own keep-alive pools of backend
+// connections, its own buffers, timers and metrics shard. A request never changes thread.
+//
+// Thread-safety: the constructor, listen() and start() run on the main thread before the
+// reactor thread exists. drain(), force_close() and join() may be called from any thread
+// (they post to the reactor). metrics() may be read from any thread (relaxed atomics). All
+// other state is touched only on the reactor thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "floodgate/core/buffer_pool.h"
+#include "floodgate/core/ref.h"
+#include "floodgate/core/timer_wheel.h"
+#include "floodgate/metrics/reactor_metrics.h"
+#include "floodgate/proxy/access_log.h"
+#include "floodgate/proxy/snapshot.h"
+#include "floodgate/upstream/balancer.h"
+
+namespace floodgate::proxy {
+
+class Session;
+class BackendConn;
+
+// Per-reactor state of one upstream: its balancer and idle keep-alive connections.
+struct ReactorUpstream {
+  struct IdleList {
+    BackendConn* head = nullptr;  // most recently used first (LIFO keeps connections warm)
+    uint32_t count = 0;
+  };
+  const Upstream* upstream = nullptr;
+  Balancer balancer;
+  std::vector<IdleList> idle;  // index = backend index
+};
+
+class Reactor {
+ public:
+  Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log);
+  ~Reactor();
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  // Binds and listens (SO_REUSEPORT). Returns the bound endpoint (port 0 resolved).
+  boost::asio::ip::tcp::endpoint listen(const boost::asio::ip::tcp::endpoint& at);
+  void start();
+  // Stops accepting, closes idle connections, lets in-flight requests finish.
+  void drain();
+  // Closes everything now; in-flight requests are cut and counted.
+  void force_close();
+  void join();
+
+  const ReactorMetrics& metrics() const { return metrics_; }
+  uint64_t cut_requests() const { return cut_requests_.load(std::memory_order_relaxed); }
+  std::size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  // True once the reactor thread has ended (after drain or force_close).
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+  // --- reactor thread only ---
+  boost::asio::io_context& io() { return io_; }
+  const Snapshot& snapshot() const { return *snapshot_; }
+  TimerWheel& wheel() { return wheel_; }
+  BufferPool& request_buffers() { return request_buffers_; }
+  BufferPool& response_buffers() { return response_buffers_; }
+  ReactorMetrics& metrics() { return metrics_; }
+  AccessLog& access_log() { return access_log_; }
+  ReactorUpstream& upstream(uint32_t id) { return upstreams_[id]; }
+  bool draining() const { return draining_; }
+  // Writes a new 32-hex-digit request id into `out` (32 bytes).
+  void next_request_id(char* out);
+
+  // Session registry (for draining and forced close).
+  void add_session(Session& s);
+  void remove_session(Session& s);
+  void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void request_ended() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // Idle keep-alive pool.
+  Ref<BackendConn> take_idle(uint32_t upstream, uint32_t backend);
+  void put_idle(BackendConn& c);
+  void remove_idle(BackendConn& c);
+
+ private:
+  void do_accept(std::size_t listener);
+  void on_accept(std::size_t listener, const boost::system::error_code& ec,
+                 boost::asio::ip::tcp::socket socket);
+  void do_tick();
+  void close_idle_sessions();
+  void maybe_finish();
+
+  unsigned index_;
+  boost::asio::io_context io_{1};
+  std::shared_ptr<const Snapshot> snapshot_;
+  AccessLog& access_log_;
+  std::vector<boost::asio::ip::tcp::acceptor> acceptors_;
+  boost::asio::steady_timer tick_;
+  boost::asio::steady_timer accept_retry_;
+  TimerWheel wheel_;
+  BufferPool request_buffers_;
+  BufferPool response_buffers_;
+  ReactorMetrics metrics_;
+  std::vector<ReactorUpstream> upstreams_;
+  Session* sessions_ = nullptr;  // intrusive list of open client connections
+  std::size_t session_count_ = 0;
+  bool draining_ = false;
+  bool stopped_ = false;
+  uint64_t id_prefix_ = 0;
+  uint64_t id_counter_ = 0;
+  std::atomic<uint64_t> cut_requests_{0};   // read by the main thread after join
+  std::atomic<std::size_t> in_flight_{0};   // read by the main thread while draining
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+// The block layout of a request or response buffer: header-field slots, then bytes.
+struct BufferLayout {
+  static constexpr std::size_t kResponseFields = 256;
+  static std::size_t request_fields(const ServerParams& p) { return p.max_headers; }
+  static std::size_t request_data(const ServerParams& p) {
+    // The whole head must fit (request line + header section), plus room to stream a body.
+    return p.max_uri_bytes + p.max_header_bytes + 64 * 1024;
+  }
+  static constexpr std::size_t kResponseData = 64 * 1024;
+};
+
+}  // namespace floodgate::proxy

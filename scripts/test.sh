@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds floodgate and runs the whole test suite twice: a normal
+# build, then an AddressSanitizer + UndefinedBehaviorSanitizer build. Exits non-zero on any
+# failure. This is README's test command and the only thing .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+jobs=$(nproc)
+
+run_suite() {  # name, build dir, extra cmake args...
+  local name=$1 dir=$2
+  shift 2
+  echo "== floodgate: $name build ($dir)"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_BENCH=OFF "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  echo "== floodgate: $name tests"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 300)
+}
+
+run_suite release build
+# Sanitizers: leaks and undefined behaviour fail the run.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_suite "asan+ubsan" build-asan -DFLOODGATE_SANITIZE=ON
+echo "== floodgate: all tests passed"

@@ -1,0 +1,22 @@
+#include <cstdio>
+
+#include "app.h"
+#include "cli.h"
+
+int main(int argc, char** argv) {
+  using floodgate::app::Options;
+  const Options opts = floodgate::app::parse_options(argc, argv);
+  switch (opts.command) {
+    case Options::Command::version:
+      std::printf("floodgate %s\n", floodgate::app::version());
+      return 0;
+    case Options::Command::help:
+      std::fputs(floodgate::app::usage(), stdout);
+      return 0;
+    case Options::Command::usage_error:
+      std::fprintf(stderr, "floodgate: %s\n\n%s", opts.error.c_str(), floodgate::app::usage());
+      return 1;
+    case Options::Command::run: break;
+  }
+  return floodgate::app::run(opts.config_path);
+}

@@ -1,0 +1,55 @@
+// Parsers for the scalar syntaxes of the configuration: durations, endpoints, route hosts and
+// names. No TOML here: each function takes the text as the operator wrote it and returns either
+// the value or a message that says what is wrong and how to fix it (ready to become the message
+// of a Diagnostic, without key path or position). Pure functions; any thread.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/core/endpoint.h"
+
+namespace floodgate::config::detail {
+
+template <class T>
+struct Parsed {
+  std::optional<T> value;
+  std::string error;  // non-empty exactly when `value` is empty
+
+  static Parsed ok(T v) { return {std::move(v), {}}; }
+  static Parsed fail(std::string message) { return {std::nullopt, std::move(message)}; }
+};
+
+// Upper bound for every duration, so that `now + duration` can never overflow a clock (a
+// steady_clock in nanoseconds spans about 292 years). One year is far beyond any sane timeout.
+inline constexpr std::chrono::milliseconds kMaxDuration = std::chrono::hours{24 * 365};
+
+// "250ms", "2s", "1m", "1h" (a non-negative integer and a unit), or "0" alone.
+Parsed<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// The shortest exact spelling of `d` in the syntax above ("1m", "1500ms", "0").
+std::string format_duration(std::chrono::milliseconds d);
+
+// Listen addresses may use port 0 (an ephemeral port); everything else needs 1..65535.
+enum class PortRule { nonzero, zero_allowed };
+
+// "127.0.0.1:8080", "[::1]:8080" or "localhost:8080" (host becomes 127.0.0.1). The host must be
+// an IP literal: DNS names are never resolved. `text` of the result keeps the input.
+Parsed<Endpoint> parse_endpoint(std::string_view text, PortRule rule);
+
+// A route host: "*", "*.example.com" or an exact name of [A-Za-z0-9.-]; returned lower-case.
+Parsed<std::string> parse_route_host(std::string_view text);
+
+// A route path prefix: starts with "/" and holds no space or control character.
+Parsed<std::string> parse_path_prefix(std::string_view text);
+
+// An upstream name: one or more of [A-Za-z0-9_.-].
+bool is_valid_name(std::string_view name);
+
+// The candidate closest to `word` by edit distance if it is a plausible typo, else "".
+std::string_view closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace floodgate::config::detail

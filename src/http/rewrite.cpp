@@ -1,0 +1,276 @@
+#include "floodgate/http/rewrite.h"
+
+#include <array>
+#include <string>
+
+#include "floodgate/core/ascii.h"
+
+namespace floodgate::http {
+namespace {
+
+using ascii::iequals;
+
+// Fields a proxy treats specially. Everything else is copied unchanged.
+enum class Field {
+  other,
+  host,
+  connection,
+  keep_alive,
+  proxy_connection,
+  te,
+  trailer,
+  transfer_encoding,
+  upgrade,
+  x_forwarded_for,
+  x_forwarded_proto,
+  x_forwarded_host,
+  via,
+  x_request_id,
+  expect,
+  content_length,
+};
+
+Field classify(std::string_view n) {
+  switch (n.size()) {
+    case 2: return iequals(n, "te") ? Field::te : Field::other;
+    case 3: return iequals(n, "via") ? Field::via : Field::other;
+    case 4: return iequals(n, "host") ? Field::host : Field::other;
+    case 6: return iequals(n, "expect") ? Field::expect : Field::other;
+    case 7:
+      if (iequals(n, "trailer")) return Field::trailer;
+      return iequals(n, "upgrade") ? Field::upgrade : Field::other;
+    case 10:
+      if (iequals(n, "connection")) return Field::connection;
+      return iequals(n, "keep-alive") ? Field::keep_alive : Field::other;
+    case 12: return iequals(n, "x-request-id") ? Field::x_request_id : Field::other;
+    case 14: return iequals(n, "content-length") ? Field::content_length : Field::other;
+    case 15: return iequals(n, "x-forwarded-for") ? Field::x_forwarded_for : Field::other;
+    case 16:
+      if (iequals(n, "proxy-connection")) return Field::proxy_connection;
+      return iequals(n, "x-forwarded-host") ? Field::x_forwarded_host : Field::other;
+    case 17:
+      if (iequals(n, "transfer-encoding")) return Field::transfer_encoding;
+      return iequals(n, "x-forwarded-proto") ? Field::x_forwarded_proto : Field::other;
+    default: return Field::other;
+  }
+}
+
+bool hop_by_hop(Field f) {
+  return f == Field::connection || f == Field::keep_alive || f == Field::proxy_connection ||
+         f == Field::te || f == Field::trailer || f == Field::transfer_encoding ||
+         f == Field::upgrade;
+}
+
+// The field names listed in Connection headers (RFC 9110 section 7.6.1), bounded.
+class ConnectionTokens {
+ public:
+  explicit ConnectionTokens(const Parser& head) {
+    for (uint32_t i = 0; i < head.field_count(); ++i) {
+      if (classify(head.field_name(i)) != Field::connection) continue;
+      ascii::for_each_token(head.field_value(i), [this](std::string_view t) {
+        if (iequals(t, "upgrade")) upgrade_ = true;
+        if (n_ < tokens_.size()) tokens_[n_++] = t;
+      });
+    }
+  }
+  bool names(std::string_view field) const {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (iequals(tokens_[i], field)) return true;
+    }
+    return false;
+  }
+  bool upgrade() const { return upgrade_; }
+
+ private:
+  std::array<std::string_view, 16> tokens_{};
+  std::size_t n_ = 0;
+  bool upgrade_ = false;
+};
+
+// Splits an absolute-form target ("http://authority/path?q") into authority and origin-form.
+bool split_absolute(std::string_view target, std::string_view& authority, std::string_view& path) {
+  std::size_t scheme_len;
+  if (target.size() >= 7 && iequals(target.substr(0, 7), "http://")) {
+    scheme_len = 7;
+  } else if (target.size() >= 8 && iequals(target.substr(0, 8), "https://")) {
+    scheme_len = 8;
+  } else {
+    return false;
+  }
+  std::string_view rest = target.substr(scheme_len);
+  const std::size_t slash = rest.find_first_of("/?");
+  authority = rest.substr(0, slash);
+  if (authority.empty()) return false;
+  path = slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
+  if (!path.empty() && path.front() == '?') return false;  // "http://h?q" is not origin-form
+  return true;
+}
+
+Reason inspect_target(const Parser& head, RequestFacts& facts, bool& absolute) {
+  const std::string_view target = head.target();
+  absolute = false;
+  if (!target.empty() && target.front() == '/') {
+    facts.path = target;
+    return Reason::none;
+  }
+  if (target == "*" && head.method() == HTTP_OPTIONS) {
+    facts.path = target;
+    return Reason::none;
+  }
+  if (split_absolute(target, facts.host, facts.path)) {
+    absolute = true;
+    return Reason::none;
+  }
+  return Reason::bad_request;
+}
+
+}  // namespace
+
+Reason inspect_request(const Parser& head, RequestFacts& facts) {
+  facts = RequestFacts{};
+  if (head.http_major() != 1 || head.http_minor() > 1) return Reason::bad_request;
+  if (head.method() == HTTP_CONNECT) return Reason::bad_request;
+  bool absolute = false;
+  if (inspect_target(head, facts, absolute) != Reason::none) return Reason::bad_request;
+  int hosts = 0, codings = 0;
+  bool upgrade_field = false;
+  bool connection_upgrade = false;
+  for (uint32_t i = 0; i < head.field_count(); ++i) {
+    const std::string_view value = head.field_value(i);
+    switch (classify(head.field_name(i))) {
+      case Field::host:
+        if (++hosts == 1 && !absolute) facts.host = ascii::trim(value);
+        break;
+      case Field::transfer_encoding:
+        // Only "chunked" alone is forwarded faithfully; anything else is refused rather than
+        // guessed at (request smuggling).
+        if (++codings > 1 || !iequals(ascii::trim(value), "chunked")) return Reason::bad_request;
+        break;
+      case Field::upgrade: upgrade_field = true; break;
+      case Field::connection:
+        ascii::for_each_token(value, [&](std::string_view t) {
+          if (iequals(t, "upgrade")) connection_upgrade = true;
+        });
+        break;
+      case Field::expect:
+        if (iequals(ascii::trim(value), "100-continue")) facts.expect_continue = true;
+        break;
+      case Field::x_request_id:
+        if (facts.request_id.empty()) facts.request_id = ascii::trim(value);
+        break;
+      default: break;
+    }
+  }
+  if (hosts > 1 || (hosts == 0 && head.http_minor() == 1 && !absolute)) return Reason::bad_request;
+  facts.upgrade = upgrade_field && connection_upgrade;
+  facts.keep_alive = head.keep_alive();
+  facts.has_body = head.chunked() || head.content_length() > 0;
+  return Reason::none;
+}
+
+bool write_request_head(const Parser& head, const RequestFacts& facts, const ForwardInfo& fwd,
+                        Writer& out) {
+  const ConnectionTokens named(head);
+  out.put(head.method_name()).put(" ").put(facts.path).put(" HTTP/1.1\r\n");
+  out.header("Host", facts.host);
+  std::string_view upgrade_value;
+  bool have_xff = false, have_via = false;
+  for (uint32_t i = 0; i < head.field_count(); ++i) {
+    const std::string_view name = head.field_name(i);
+    const Field f = classify(name);
+    if (f == Field::upgrade && upgrade_value.empty()) upgrade_value = head.field_value(i);
+    if (f == Field::x_forwarded_for) have_xff = true;
+    if (f == Field::via) have_via = true;
+    if (f != Field::other && f != Field::content_length) continue;
+    if (named.names(name)) continue;
+    out.put(name).put(": ").put(head.field_value(i)).put("\r\n");
+  }
+  // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
+  out.put("X-Forwarded-For: ");
+  for (uint32_t i = 0; have_xff && i < head.field_count(); ++i) {
+    if (classify(head.field_name(i)) == Field::x_forwarded_for) out.put(head.field_value(i)).put(", ");
+  }
+  out.put(fwd.client_ip).put("\r\n");
+  out.put("X-Forwarded-Proto: http\r\n");
+  if (!facts.host.empty()) out.header("X-Forwarded-Host", facts.host);
+  out.put("Via: ");
+  for (uint32_t i = 0; have_via && i < head.field_count(); ++i) {
+    if (classify(head.field_name(i)) == Field::via) out.put(head.field_value(i)).put(", ");
+  }
+  out.put("1.1 floodgate\r\n");
+  out.header("X-Request-Id", fwd.request_id);
+  if (head.chunked()) out.put("Transfer-Encoding: chunked\r\n");
+  if (facts.upgrade) out.put("Connection: upgrade\r\n").header("Upgrade", upgrade_value);
+  out.put("\r\n");
+  return out.ok();
+}
+
+ResponsePlan plan_response(const Parser& response, bool head_request, int client_minor,
+                           bool client_keep_alive) {
+  const int status = response.status();
+  ResponsePlan plan;
+  if (status < 200) return plan;  // interim (1xx) or 101: no body, connection unchanged
+  plan.close_client = !client_keep_alive;
+  if (head_request || status == 204 || status == 304) return plan;
+  if (response.has_content_length()) {
+    plan.framing = Framing::length;
+  } else if (client_minor >= 1) {
+    plan.framing = Framing::chunked;
+  } else {
+    plan.framing = Framing::close;
+    plan.close_client = true;
+  }
+  return plan;
+}
+
+bool write_response_head(const Parser& response, const ResponsePlan& plan, int client_minor,
+                         Writer& out) {
+  const ConnectionTokens named(response);
+  const bool switching = response.status() == 101;
+  out.put("HTTP/1.1 ").dec(static_cast<uint64_t>(response.status())).put(" ");
+  out.put(response.status_text()).put("\r\n");
+  for (uint32_t i = 0; i < response.field_count(); ++i) {
+    const std::string_view name = response.field_name(i);
+    const Field f = classify(name);
+    if (hop_by_hop(f) && !(switching && f == Field::upgrade)) continue;
+    if (named.names(name) && !(switching && f == Field::upgrade)) continue;
+    out.put(name).put(": ").put(response.field_value(i)).put("\r\n");
+  }
+  if (switching) {
+    out.put("Connection: upgrade\r\n");
+  } else if (plan.framing == Framing::chunked) {
+    out.put("Transfer-Encoding: chunked\r\n");
+  }
+  if (response.status() >= 200) {
+    if (plan.close_client) {
+      out.put("Connection: close\r\n");
+    } else if (client_minor == 0) {
+      out.put("Connection: keep-alive\r\n");
+    }
+  }
+  out.put("\r\n");
+  return out.ok();
+}
+
+std::string_view generated_response(Reason reason, bool close) {
+  static const std::array<std::string, 2 * kReasonCount> table = [] {
+    std::array<std::string, 2 * kReasonCount> t;
+    for (std::size_t r = 1; r < kReasonCount; ++r) {
+      const ReasonInfo& ri = kReasons[r];
+      const std::string body = std::string(ri.name) + ": " + std::string(ri.body) + "\n";
+      for (int c = 0; c < 2; ++c) {
+        std::string& s = t[2 * r + static_cast<std::size_t>(c)];
+        s = "HTTP/1.1 " + std::to_string(ri.status) + " " + std::string(ri.phrase) + "\r\n";
+        s += "Content-Type: text/plain; charset=utf-8\r\n";
+        s += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+        s += "X-Floodgate-Reason: " + std::string(ri.name) + "\r\n";
+        s += c == 1 ? "Connection: close\r\n\r\n" : "\r\n";
+        s += body;
+      }
+    }
+    return t;
+  }();
+  return table[2 * static_cast<std::size_t>(reason) + (close ? 1 : 0)];
+}
+
+}  // namespace floodgate::http

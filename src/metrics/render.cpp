@@ -1,0 +1,117 @@
+// render_prometheus: the ReactorMetrics families, summed over the reactors' shards.
+#include <cstddef>
+#include <cstdint>
+
+#include "floodgate/metrics/prometheus.h"
+
+namespace floodgate {
+namespace {
+
+using Shards = std::span<const ReactorMetrics* const>;
+using Names = std::span<const std::string>;
+
+std::string_view slot_label(Names names, std::size_t slot) {
+  return slot == ReactorMetrics::kUnroutedSlot ? std::string_view{} : names[slot - 1];
+}
+
+void render_requests(PrometheusWriter& w, Shards shards, Names names) {
+  constexpr std::string_view kName = "floodgate_requests_total";
+  w.header(kName,
+           "Requests answered, by upstream and status class; upstream=\"\" counts requests "
+           "answered before routing.",
+           MetricType::counter);
+  for (std::size_t slot = 0; slot <= names.size(); ++slot) {
+    for (std::size_t c = 0; c < kStatusClasses; ++c) {
+      uint64_t total = 0;
+      for (const ReactorMetrics* shard : shards) {
+        if (slot < shard->slots()) {
+          total += shard->requests(slot, c).value();
+        }
+      }
+      const Label labels[] = {{"upstream", slot_label(names, slot)},
+                              {"class", kStatusClassLabels[c]}};
+      w.sample(kName, labels, total);
+    }
+  }
+}
+
+void render_durations(PrometheusWriter& w, Shards shards, Names names) {
+  constexpr std::string_view kName = "floodgate_request_duration_seconds";
+  w.header(kName, "Time from the first byte of a request to the end of its response, by upstream.",
+           MetricType::histogram);
+  for (std::size_t slot = 0; slot <= names.size(); ++slot) {
+    HistogramTotals totals;
+    for (const ReactorMetrics* shard : shards) {
+      if (slot < shard->slots()) {
+        totals.add(shard->duration(slot));
+      }
+    }
+    const Label labels[] = {{"upstream", slot_label(names, slot)}};
+    w.histogram(kName, labels, totals);
+  }
+}
+
+void render_connections(PrometheusWriter& w, Shards shards) {
+  constexpr std::string_view kName = "floodgate_client_connections";
+  w.header(kName, "Open client connections.", MetricType::gauge);
+  int64_t total = 0;
+  for (const ReactorMetrics* shard : shards) {
+    total += shard->client_connections.value();
+  }
+  w.sample(kName, {}, total);
+}
+
+// One counter per upstream id; `get(shard, id)` selects it from a shard.
+template <class Get>
+void render_per_upstream(PrometheusWriter& w, Shards shards, Names names, std::string_view name,
+                         std::string_view help, Get get) {
+  w.header(name, help, MetricType::counter);
+  for (std::size_t id = 0; id < names.size(); ++id) {
+    uint64_t total = 0;
+    for (const ReactorMetrics* shard : shards) {
+      if (id < shard->upstreams()) {
+        total += get(*shard, static_cast<uint32_t>(id)).value();
+      }
+    }
+    const Label labels[] = {{"upstream", names[id]}};
+    w.sample(name, labels, total);
+  }
+}
+
+void render_generated(PrometheusWriter& w, Shards shards) {
+  constexpr std::string_view kName = "floodgate_responses_generated_total";
+  w.header(kName, "Responses floodgate generated itself, by X-Floodgate-Reason.",
+           MetricType::counter);
+  for (std::size_t r = 1; r < kReasonCount; ++r) {  // skip Reason::none
+    const auto reason = static_cast<Reason>(r);
+    uint64_t total = 0;
+    for (const ReactorMetrics* shard : shards) {
+      total += shard->responses_generated(reason).value();
+    }
+    const Label labels[] = {{"reason", info(reason).name}};
+    w.sample(kName, labels, total);
+  }
+}
+
+}  // namespace
+
+void render_prometheus(Shards shards, Names upstream_names, std::string& out) {
+  PrometheusWriter w(out);
+  render_requests(w, shards, upstream_names);
+  render_durations(w, shards, upstream_names);
+  render_connections(w, shards);
+  render_per_upstream(
+      w, shards, upstream_names, "floodgate_upstream_connect_failures_total",
+      "Failed connection attempts to the upstream's backends (refused, unreachable, reset or "
+      "timed out).",
+      [](const ReactorMetrics& m, uint32_t id) -> const Counter& {
+        return m.connect_failures(id);
+      });
+  render_per_upstream(
+      w, shards, upstream_names, "floodgate_upstream_timeouts_total",
+      "Connect timeouts and response timeouts on the upstream's backends.",
+      [](const ReactorMetrics& m, uint32_t id) -> const Counter& { return m.timeouts(id); });
+  render_generated(w, shards);
+}
+
+}  // namespace floodgate

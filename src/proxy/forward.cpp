@@ -1,0 +1,385 @@
+// The backend side of a Session: selecting a backend, connecting or reusing a pooled
+// connection, forwarding the request (head, then the body as it arrives) and streaming the
+// response back, re-framed as plan_response() decided.
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <cstring>
+
+#include "floodgate/proxy/reactor.h"
+#include "session.h"
+
+namespace floodgate::proxy {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+// Room kept free in an output buffer for chunk framing around one parsed piece.
+constexpr std::size_t kFramingSlack = 64;
+}  // namespace
+
+void Session::select_backend() {
+  const uint32_t up_id = route_->upstream;
+  ReactorUpstream& ru = reactor_.upstream(up_id);
+  const Upstream& up = *ru.upstream;
+  const auto pick = ru.balancer.pick(
+      [&up](std::size_t i) { return up.backends[i]->load.active.load(std::memory_order_relaxed); },
+      [](std::size_t) { return true; });
+  if (!pick) return respond(Reason::upstream_connect_failed);
+  backend_ = static_cast<int32_t>(*pick);
+  in_flight_ = InFlight(up.backends[*pick]->load);
+  if (Ref<BackendConn> idle = reactor_.take_idle(up_id, static_cast<uint32_t>(*pick))) {
+    conn_ = std::move(idle);
+    conn_->owner = Ref<Session>(this);
+    return send_request_head();
+  }
+  connect_backend(static_cast<uint32_t>(*pick));
+}
+
+void Session::connect_backend(uint32_t backend) {
+  const Upstream& up = *reactor_.upstream(route_->upstream).upstream;
+  conn_ = Ref<BackendConn>(new BackendConn(reactor_, route_->upstream, backend));
+  conn_->owner = Ref<Session>(this);
+  connecting_ = true;
+  arm_backend_timer(up.params.connect_timeout);
+  conn_->socket.async_connect(up.backends[backend]->endpoint,
+                              [self = Ref<Session>(this), c = conn_](const error_code& ec) {
+                                if (self->closed_ || self->conn_.get() != c.get()) return;
+                                self->on_connected(ec);
+                              });
+}
+
+void Session::on_connected(const error_code& ec) {
+  connecting_ = false;
+  backend_timer_.cancel();
+  if (ec) return fail_backend(Reason::upstream_connect_failed);
+  error_code ignored;
+  conn_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  send_request_head();
+}
+
+void Session::send_request_head() {
+  const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
+  if (bout_ == nullptr) bout_ = reactor_.request_buffers().acquire();
+  http::Writer w(bout_, cap);
+  const http::ForwardInfo fwd{{client_ip_, client_ip_len_}, request_id_view_};
+  if (!http::write_request_head(parser_, facts_, fwd, w)) {
+    release_backend(true);
+    return respond(Reason::header_too_large);
+  }
+  bout_len_ = w.size();
+  if (bin_ == nullptr) bin_ = reactor_.response_buffers().acquire();
+  bin_len_ = bin_pos_ = 0;
+  conn_->parser.begin(bin_data(), bin_fields(),
+                      http::HeadLimits{0, 0, BufferLayout::kResponseFields});
+  conn_->parser.set_no_body(head_request_);
+  if (facts_.expect_continue && !request_parsed_ && in_pos_ == in_len_ &&
+      parser_.http_minor() >= 1) {
+    // Invite the body now that the request is routed and has a backend.
+    continue_sent_ = true;
+    client_writing_ = true;
+    asio::async_write(client_, asio::buffer(http::kContinue.data(), http::kContinue.size()),
+                      [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                        self->client_writing_ = false;
+                        self->bytes_out_ += n;
+                        if (self->closed_) return;
+                        if (ec) {
+                          self->abort_exchange();
+                          return self->close();
+                        }
+                        if (self->cout_len_ > 0) self->do_client_write();
+                      });
+  }
+  do_backend_read();
+  pump_request_body();
+}
+
+void Session::pump_request_body() {
+  if (backend_writing_ || closed_ || !conn_) return;
+  const ServerParams& server = reactor_.snapshot().server;
+  const std::size_t cap = BufferLayout::request_data(server);
+  const bool chunked = parser_.chunked();
+  while (!request_parsed_ && cap - bout_len_ >= 2 * kFramingSlack) {
+    const std::size_t feed = std::min(in_len_ - in_pos_, cap - bout_len_ - kFramingSlack);
+    http::Writer w(bout_ + bout_len_, cap - bout_len_);
+    auto sink = [&](const char* p, std::size_t n) {
+      if (chunked) http::write_chunk_header(n, w);
+      w.put({p, n});
+      if (chunked) w.put(http::kChunkEnd);
+      body_bytes_ += n;
+    };
+    std::size_t consumed = 0;
+    const auto r = parser_.parse_body(in_data() + in_pos_, feed, consumed, sink);
+    bout_len_ += w.size();
+    in_pos_ += consumed;
+    if (r == http::Parser::Result::error) {
+      release_backend(false);
+      if (response_started_ || client_writing_) return close();
+      return respond(Reason::bad_request);
+    }
+    if (server.max_body_bytes != 0 && body_bytes_ > server.max_body_bytes) {
+      release_backend(false);
+      if (response_started_ || client_writing_) return close();
+      return respond(Reason::body_too_large);
+    }
+    if (r == http::Parser::Result::message_done) {
+      request_parsed_ = true;
+      if (chunked) {  // the feed bound leaves room for the last chunk
+        http::Writer last(bout_ + bout_len_, cap - bout_len_);
+        last.put(http::kLastChunk);
+        bout_len_ += last.size();
+      }
+    } else if (in_pos_ == in_len_) {
+      break;
+    }
+  }
+  if (bout_len_ > 0) return do_backend_write();
+  if (request_parsed_) {
+    request_sent_ = true;
+    client_timer_.cancel();
+    if (!response_head_) arm_backend_timer(reactor_.upstream(route_->upstream).upstream->params.response_timeout);
+    return;
+  }
+  // Everything buffered is forwarded: read more body, reusing the space after the head.
+  in_len_ = in_pos_ = parser_.head_end();
+  arm_client_timer(server.idle_timeout);
+  do_client_read();
+}
+
+void Session::do_backend_write() {
+  backend_writing_ = true;
+  asio::async_write(conn_->socket, asio::buffer(bout_, bout_len_),
+                    [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t) {
+                      self->backend_writing_ = false;
+                      if (self->closed_ || self->conn_.get() != c.get()) return;
+                      self->on_backend_written(ec);
+                    });
+}
+
+void Session::on_backend_written(const error_code& ec) {
+  if (ec) {
+    if (!response_started_) return fail_backend(Reason::upstream_reset);
+    abort_exchange();
+    return close();
+  }
+  bout_len_ = 0;
+  pump_request_body();
+}
+
+void Session::do_backend_read() {
+  if (conn_->read_pending()) return;  // a landing read from the pool delivers to us
+  conn_->set_read_pending(true);
+  conn_->socket.async_read_some(
+      asio::buffer(bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_),
+      [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
+        c->set_read_pending(false);
+        if (self->closed_ || self->conn_.get() != c.get()) return;
+        self->on_backend_read(ec, n, nullptr);
+      });
+}
+
+void Session::on_backend_read(const error_code& ec, std::size_t n, const char* landing) {
+  if (closed_ || !conn_) return;
+  if (ec == asio::error::eof) {
+    backend_eof_ = true;
+    return on_backend_eof();
+  }
+  if (ec) {
+    if (!response_head_) return fail_backend(Reason::upstream_reset);
+    abort_exchange();
+    return close();
+  }
+  if (landing != nullptr) std::memcpy(bin_data() + bin_len_, landing, n);
+  bin_len_ += n;
+  if (response_head_) backend_timer_.cancel();
+  process_response();
+}
+
+void Session::process_response() {
+  if (response_head_) return pump_response_body();
+  const auto head = conn_->parser.parse_head(bin_len_);
+  switch (head) {
+    case http::Parser::Result::need_more:
+      if (bin_len_ == BufferLayout::kResponseData) return fail_backend(Reason::upstream_bad_response);
+      return do_backend_read();
+    case http::Parser::Result::error: return fail_backend(Reason::upstream_bad_response);
+    default: break;
+  }
+  const int status = conn_->parser.status();
+  if (status < 200 && status != 101) return on_interim_response();
+  if (status == 101) {
+    if (!facts_.upgrade) return fail_backend(Reason::upstream_bad_response);
+    return start_tunnel();
+  }
+  on_response_head(head == http::Parser::Result::message_done);
+}
+
+// 1xx other than 101: forwarded to HTTP/1.1 clients (except 100, which floodgate sends
+// itself), then the next response head is parsed from the bytes that follow.
+void Session::on_interim_response() {
+  http::Parser& rp = conn_->parser;
+  const bool forward = rp.status() != 100 && parser_.http_minor() >= 1;
+  if (forward) {
+    if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
+    http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
+    if (!http::write_response_head(rp, http::ResponsePlan{}, parser_.http_minor(), w)) {
+      return fail_backend(Reason::upstream_bad_response);
+    }
+    cout_len_ += w.size();
+  }
+  std::size_t consumed = 0;
+  auto no_sink = [](const char*, std::size_t) {};
+  const std::size_t end = rp.head_end();
+  rp.parse_body(bin_data() + end, 0, consumed, no_sink);
+  std::memmove(bin_data(), bin_data() + end, bin_len_ - end);
+  bin_len_ -= end;
+  rp.begin(bin_data(), bin_fields(), http::HeadLimits{0, 0, BufferLayout::kResponseFields});
+  rp.set_no_body(head_request_);
+  if (cout_len_ > 0) return do_client_write();  // on_client_written resumes process_response()
+  process_response();
+}
+
+void Session::on_response_head(bool message_done) {
+  const http::Parser& rp = conn_->parser;
+  // An upgrade the backend declined leaves the client connection in an unknown state.
+  const bool keep = facts_.keep_alive && !facts_.upgrade;
+  plan_ = http::plan_response(rp, head_request_, parser_.http_minor(), keep);
+  status_ = rp.status();
+  if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
+  http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
+  if (!http::write_response_head(rp, plan_, parser_.http_minor(), w)) {
+    return fail_backend(Reason::upstream_bad_response);
+  }
+  cout_len_ += w.size();
+  response_head_ = true;
+  backend_timer_.cancel();
+  bin_pos_ = rp.head_end();
+  response_done_ = message_done;  // e.g. the response to HEAD ends with its head
+  pump_response_body();
+}
+
+void Session::pump_response_body() {
+  if (client_writing_ || closed_) return;
+  const bool chunked = plan_.framing == http::Framing::chunked;
+  http::Parser& rp = conn_->parser;
+  while (!response_done_ && BufferLayout::kResponseData - cout_len_ >= 2 * kFramingSlack) {
+    const std::size_t feed =
+        std::min(bin_len_ - bin_pos_, BufferLayout::kResponseData - cout_len_ - kFramingSlack);
+    http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
+    auto sink = [&](const char* p, std::size_t n) {
+      if (chunked) http::write_chunk_header(n, w);
+      w.put({p, n});
+      if (chunked) w.put(http::kChunkEnd);
+    };
+    std::size_t consumed = 0;
+    auto r = rp.parse_body(bin_data() + bin_pos_, feed, consumed, sink);
+    cout_len_ += w.size();
+    bin_pos_ += consumed;
+    if (r == http::Parser::Result::need_more && backend_eof_ && bin_pos_ == bin_len_) {
+      r = rp.finish();  // close-delimited body ends at EOF; anything else is truncation
+    }
+    if (r == http::Parser::Result::error) {
+      if (!response_started_ && !backend_eof_) {  // nothing reached the client yet: say so
+        cout_len_ = 0;
+        return fail_backend(Reason::upstream_bad_response);
+      }
+      abort_exchange();
+      return close();  // never present a truncated or corrupt body as complete
+    }
+    if (r == http::Parser::Result::message_done) {
+      response_done_ = true;
+    } else if (bin_pos_ == bin_len_) {
+      break;
+    }
+  }
+  if (response_done_ && chunked && !last_chunk_written_) {
+    http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
+    w.put(http::kLastChunk);
+    cout_len_ += w.size();
+    last_chunk_written_ = true;
+  }
+  if (cout_len_ > 0) return do_client_write();
+  if (response_done_) return finish_response();
+  bin_len_ = bin_pos_ = 0;
+  arm_backend_timer(reactor_.upstream(route_->upstream).upstream->params.response_timeout);
+  do_backend_read();
+}
+
+void Session::do_client_write() {
+  if (client_writing_) return;
+  client_writing_ = true;
+  response_started_ = true;
+  arm_client_timer(reactor_.snapshot().server.idle_timeout);
+  asio::async_write(client_, asio::buffer(cout_, cout_len_),
+                    [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                      self->client_writing_ = false;
+                      self->on_client_written(ec, n);
+                    });
+}
+
+void Session::on_client_written(const error_code& ec, std::size_t n) {
+  bytes_out_ += n;
+  if (closed_) return;
+  client_timer_.cancel();
+  if (ec) {
+    abort_exchange();
+    return close();
+  }
+  cout_len_ = 0;
+  if (phase_ == Phase::closing) return linger_close();
+  if (!response_head_) return process_response();  // after an interim response
+  if (response_done_) return finish_response();
+  pump_response_body();
+}
+
+void Session::on_backend_eof() {
+  if (!response_head_) return fail_backend(Reason::upstream_reset);
+  pump_response_body();  // completes a close-delimited body or detects truncation
+}
+
+void Session::finish_response() {
+  const bool reusable = request_sent_ && !backend_eof_ && conn_ && conn_->parser.keep_alive();
+  release_backend(reusable);
+  finish_request(plan_.close_client || !request_parsed_);
+}
+
+void Session::fail_backend(Reason reason) {
+  if (route_ != nullptr) {
+    if (reason == Reason::upstream_connect_failed || reason == Reason::upstream_connect_timeout) {
+      reactor_.metrics().connect_failure(route_->upstream);
+    } else if (reason == Reason::upstream_timeout) {
+      reactor_.metrics().timeout(route_->upstream);
+    }
+  }
+  release_backend(false);
+  if (response_started_ || client_writing_) return close();
+  respond(reason);
+}
+
+void Session::abort_exchange() { release_backend(false); }
+
+void Session::release_backend(bool reusable) {
+  backend_timer_.cancel();
+  connecting_ = false;
+  in_flight_.release();
+  if (!conn_) return;
+  Ref<BackendConn> c = std::move(conn_);
+  c->owner = Ref<Session>();
+  if (reusable && !reactor_.draining()) {
+    c->reused = true;
+    reactor_.put_idle(*c);
+  } else {
+    c->close();
+  }
+}
+
+void Session::on_backend_timeout() {
+  Ref<Session> keep(this);
+  if (connecting_) return fail_backend(Reason::upstream_connect_timeout);
+  if (!response_head_) return fail_backend(Reason::upstream_timeout);
+  if (route_ != nullptr) reactor_.metrics().timeout(route_->upstream);
+  abort_exchange();  // the backend stalled mid-body: the client must see a short body
+  close();
+}
+
+}  // namespace floodgate::proxy

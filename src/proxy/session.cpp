@@ -1,0 +1,318 @@
+// The client side of a Session: reading and parsing request heads, answering requests
+// floodgate rejects, finishing a request and keeping the connection alive.
+#include "session.h"
+
+#include <boost/asio/write.hpp>
+#include <cstring>
+
+#include "floodgate/proxy/reactor.h"
+
+namespace floodgate::proxy {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+Session::Session(Reactor& reactor, asio::ip::tcp::socket socket)
+    : reactor_(reactor),
+      client_(std::move(socket)),
+      client_timer_([](void* s) { static_cast<Session*>(s)->on_client_timeout(); }, this),
+      backend_timer_([](void* s) { static_cast<Session*>(s)->on_backend_timeout(); }, this) {
+  error_code ec;
+  client_.set_option(asio::ip::tcp::no_delay(true), ec);
+  const auto remote = client_.remote_endpoint(ec);
+  if (!ec) {
+    const std::string ip = remote.address().to_string();  // once per connection
+    client_ip_len_ = static_cast<uint8_t>(std::min(ip.size(), sizeof(client_ip_)));
+    std::memcpy(client_ip_, ip.data(), client_ip_len_);
+  }
+  reactor_.add_session(*this);
+  reactor_.metrics().client_connections.add(1);
+}
+
+Session::~Session() {
+  release_buffers();
+  reactor_.metrics().client_connections.add(-1);
+  reactor_.remove_session(*this);
+}
+
+char* Session::in_data() const {
+  return in_ + BufferLayout::request_fields(reactor_.snapshot().server) * sizeof(http::HeaderField);
+}
+
+char* Session::bin_data() const {
+  return bin_ + BufferLayout::kResponseFields * sizeof(http::HeaderField);
+}
+
+void Session::release_buffers() {
+  reactor_.request_buffers().release(std::exchange(in_, nullptr));
+  reactor_.request_buffers().release(std::exchange(bout_, nullptr));
+  reactor_.response_buffers().release(std::exchange(bin_, nullptr));
+  reactor_.response_buffers().release(std::exchange(cout_, nullptr));
+  in_len_ = in_pos_ = bout_len_ = bin_len_ = bin_pos_ = cout_len_ = 0;
+}
+
+void Session::start() {
+  // A connection that never sends a byte is closed silently after header_timeout.
+  arm_client_timer(reactor_.snapshot().server.header_timeout);
+  do_client_read();
+}
+
+void Session::arm_client_timer(std::chrono::milliseconds d) {
+  reactor_.wheel().schedule(client_timer_, std::chrono::steady_clock::now() + d);
+}
+
+void Session::arm_backend_timer(std::chrono::milliseconds d) {
+  reactor_.wheel().schedule(backend_timer_, std::chrono::steady_clock::now() + d);
+}
+
+void Session::do_client_read() {
+  if (client_reading_ || closed_) return;
+  client_reading_ = true;
+  const bool landing = in_ == nullptr || lingering_;
+  const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
+  const auto buf = landing ? asio::buffer(landing_) : asio::buffer(in_data() + in_len_, cap - in_len_);
+  client_.async_read_some(buf, [self = Ref<Session>(this), landing](const error_code& ec, std::size_t n) {
+    self->client_reading_ = false;
+    self->on_client_read(ec, n, landing);
+  });
+}
+
+void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
+  if (closed_) return;
+  if (lingering_) return ec ? close() : do_client_read();  // discard until the client closes
+  if (ec) {
+    // The client went away. Mid-request, the exchange is abandoned.
+    if (phase_ == Phase::forwarding && !response_done_) abort_exchange();
+    return close();
+  }
+  if (landing) {
+    if (in_ == nullptr) in_ = reactor_.request_buffers().acquire();
+    std::memcpy(in_data() + in_len_, landing_, n);
+  }
+  in_len_ += n;
+  bytes_in_ += n;
+  switch (phase_) {
+    case Phase::idle:
+      start_request();
+      return parse_head();
+    case Phase::head: return parse_head();
+    case Phase::forwarding: return pump_request_body();
+    default: return;
+  }
+}
+
+void Session::start_request() {
+  phase_ = Phase::head;
+  started_ = std::chrono::steady_clock::now();
+  arm_client_timer(reactor_.snapshot().server.header_timeout);
+  parser_.begin(in_data(), in_fields(), reactor_.snapshot().limits);
+  in_pos_ = 0;
+  facts_ = {};
+  route_ = nullptr;
+  backend_ = -1;
+  plan_ = {};
+  reason_ = Reason::none;
+  status_ = 0;
+  request_sent_ = request_parsed_ = response_started_ = response_done_ = false;
+  connecting_ = response_head_ = backend_eof_ = last_chunk_written_ = false;
+  continue_sent_ = head_request_ = false;
+  body_bytes_ = bytes_out_ = 0;
+  bytes_in_ = in_len_;
+  request_id_view_ = {};
+  reactor_.request_started();
+}
+
+void Session::parse_head() {
+  switch (parser_.parse_head(in_len_)) {
+    case http::Parser::Result::need_more:
+      if (in_len_ == BufferLayout::request_data(reactor_.snapshot().server)) {
+        return respond(Reason::header_too_large);
+      }
+      return do_client_read();
+    case http::Parser::Result::error: return respond(parser_.error_reason());
+    default: return on_head();
+  }
+}
+
+void Session::on_head() {
+  client_timer_.cancel();
+  in_pos_ = parser_.head_end();
+  head_request_ = parser_.method() == HTTP_HEAD;
+  if (const Reason r = http::inspect_request(parser_, facts_); r != Reason::none) return respond(r);
+  if (!facts_.has_body) {
+    // Complete the message in the parser now, so a rejection below can keep the connection.
+    std::size_t consumed = 0;
+    auto no_sink = [](const char*, std::size_t) {};
+    if (parser_.parse_body(in_data() + in_pos_, 0, consumed, no_sink) ==
+        http::Parser::Result::message_done) {
+      request_parsed_ = true;
+    }
+  }
+  const ServerParams& server = reactor_.snapshot().server;
+  if (server.max_body_bytes != 0 && !parser_.chunked() &&
+      parser_.content_length() > server.max_body_bytes) {
+    return respond(Reason::body_too_large);
+  }
+  if (facts_.request_id.empty()) {
+    reactor_.next_request_id(request_id_);
+    request_id_view_ = {request_id_, sizeof(request_id_)};
+  } else {
+    request_id_view_ = facts_.request_id;
+  }
+  route_ = reactor_.snapshot().routes.match(facts_.host, facts_.path);
+  if (route_ == nullptr) return respond(Reason::no_route);
+  phase_ = Phase::forwarding;
+  select_backend();
+}
+
+void Session::respond(Reason reason) {
+  reason_ = reason;
+  status_ = info(reason).status;
+  reactor_.metrics().generated(reason);
+  client_timer_.cancel();
+  // The unread rest of a rejected request cannot be told apart from a next request: close.
+  const bool close =
+      http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ || reactor_.draining();
+  std::string_view bytes = http::generated_response(reason, close);
+  if (head_request_) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
+  phase_ = Phase::generated;
+  client_writing_ = true;
+  asio::async_write(client_, asio::buffer(bytes.data(), bytes.size()),
+                    [self = Ref<Session>(this), close](const error_code& ec, std::size_t n) {
+                      self->client_writing_ = false;
+                      self->bytes_out_ += n;
+                      self->on_generated_written(ec, close);
+                    });
+}
+
+void Session::on_generated_written(const error_code& ec, bool close) {
+  if (closed_) return;
+  if (ec) {
+    finish_request(true);
+    return;
+  }
+  finish_request(close);
+}
+
+// Ends the request in progress: metrics, access log, backend release, then either the next
+// request (keep-alive, possibly already pipelined in in_) or closing the connection.
+void Session::finish_request(bool close_client) {
+  if (phase_ == Phase::idle || phase_ == Phase::closing) return;
+  log_request();
+  reactor_.request_ended();
+  if (conn_) release_backend(false);
+  reactor_.response_buffers().release(std::exchange(bin_, nullptr));
+  reactor_.response_buffers().release(std::exchange(cout_, nullptr));
+  reactor_.request_buffers().release(std::exchange(bout_, nullptr));
+  bin_len_ = bin_pos_ = cout_len_ = bout_len_ = 0;
+  backend_timer_.cancel();
+  if (close_client || reactor_.draining()) return linger_close();
+  // Keep-alive: move pipelined bytes to the front of in_.
+  const std::size_t leftover = in_len_ - in_pos_;
+  phase_ = Phase::idle;
+  if (leftover > 0) {
+    std::memmove(in_data(), in_data() + in_pos_, leftover);
+    in_len_ = leftover;
+    start_request();
+    return parse_head();
+  }
+  reactor_.request_buffers().release(std::exchange(in_, nullptr));
+  in_len_ = in_pos_ = 0;
+  arm_client_timer(reactor_.snapshot().server.idle_timeout);
+  do_client_read();
+}
+
+void Session::log_request() {
+  const Snapshot& snap = reactor_.snapshot();
+  const bool routed = route_ != nullptr;
+  const std::size_t slot = routed ? ReactorMetrics::slot_for(route_->upstream) : 0;
+  const auto elapsed = std::chrono::steady_clock::now() - started_;
+  if (status_ != 0) reactor_.metrics().count_request(slot, status_, elapsed);
+  AccessLog& log = reactor_.access_log();
+  if (!log.enabled()) return;
+  const bool parsed = parser_.head_end() != 0;
+  AccessRecord r;
+  r.time = std::chrono::system_clock::now();
+  r.client = {client_ip_, client_ip_len_};
+  if (parsed) {
+    r.method = parser_.method_name();
+    r.target = parser_.target();
+  }
+  r.status = status_;
+  r.bytes_in = bytes_in_;
+  r.bytes_out = bytes_out_;
+  if (routed) {
+    const Upstream& up = *snap.upstreams[route_->upstream];
+    r.upstream = up.params.name;
+    if (backend_ >= 0) r.backend = up.backends[static_cast<std::size_t>(backend_)]->address.text;
+  }
+  r.duration = elapsed;
+  r.reason = reason_;
+  r.request_id = request_id_view_;
+  log.write(r);
+}
+
+// Closes the connection gracefully: our response is out, so stop sending and discard what
+// the client still sends for a moment, so that closing with unread bytes does not reset the
+// connection before the client has read the response (nginx's lingering close).
+void Session::linger_close() {
+  if (closed_) return;
+  phase_ = Phase::closing;
+  if (client_writing_) return;  // the write completion comes back here
+  if (!lingering_) {
+    lingering_ = true;
+    error_code ec;
+    client_.shutdown(asio::socket_base::shutdown_send, ec);
+    reactor_.wheel().schedule(client_timer_,
+                              std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  }
+  do_client_read();
+}
+
+void Session::on_client_timeout() {
+  Ref<Session> keep(this);
+  switch (phase_) {
+    case Phase::idle:  // nothing sent yet, or between keep-alive requests: close silently
+      return close();
+    case Phase::head:  // the head did not complete in time
+      return respond(Reason::header_timeout);
+    case Phase::tunnel:  // no traffic either way for idle_timeout
+    case Phase::closing:
+    case Phase::generated:
+      return close();
+    case Phase::forwarding:  // the client stalled sending its body or reading the response
+      abort_exchange();
+      return close();
+  }
+}
+
+void Session::drain() {
+  if (phase_ == Phase::idle) close();
+  // Otherwise finish_request() sees draining() and closes after the response.
+}
+
+bool Session::force_close() {
+  const bool cut = phase_ != Phase::idle && phase_ != Phase::closing;
+  Ref<Session> keep(this);
+  if (cut) abort_exchange();
+  close();
+  return cut;
+}
+
+void Session::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (phase_ == Phase::forwarding || phase_ == Phase::tunnel || phase_ == Phase::generated) {
+    log_request();  // cut short: logged with the status it had (0 = no response was sent)
+  }
+  if (phase_ != Phase::idle && phase_ != Phase::closing) reactor_.request_ended();
+  phase_ = Phase::closing;
+  client_timer_.cancel();
+  backend_timer_.cancel();
+  if (conn_) release_backend(false);
+  error_code ec;
+  client_.close(ec);
+  // Buffers go back to the pool when the last pending completion releases the session.
+}
+
+}  // namespace floodgate::proxy

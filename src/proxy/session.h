@@ -1,0 +1,167 @@
+// A client connection and the request in progress on it: the request pipeline
+//   accept -> read head -> parse -> route -> [resilience stages, later] -> select backend ->
+//   forward request -> stream response -> log
+// as explicit steps. Each async step is a do_x() that starts an operation and an on_x() that
+// handles its completion (Boost.Beast style). docs/architecture.md describes the pipeline.
+//
+// Buffers: an idle connection holds none. While a request is in progress it borrows from the
+// reactor's pools: `in_` (client bytes: head, then body), `bout_` (bytes to the backend),
+// `bin_` (backend bytes) and `cout_` (bytes to the client). Each block starts with the
+// header-field slots its parser needs.
+//
+// Concurrency: the request body is pumped client -> backend while the response is read
+// backend -> client, so a backend may answer before it has read the whole body.
+//
+// Thread-safety: reactor thread only. Lifetime: reference-counted; every pending operation
+// holds a Ref, so the session outlives all its completions.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
+
+#include "backend_conn.h"
+#include "floodgate/core/ref.h"
+#include "floodgate/core/timer_wheel.h"
+#include "floodgate/http/parser.h"
+#include "floodgate/http/rewrite.h"
+#include "floodgate/http/writer.h"
+#include "floodgate/routing/route_table.h"
+#include "floodgate/upstream/backend_load.h"
+
+namespace floodgate::proxy {
+
+class Reactor;
+
+class Session : public RefCounted<Session> {
+ public:
+  Session(Reactor& reactor, boost::asio::ip::tcp::socket socket);
+  ~Session();
+
+  void start();
+  // Drain: close now if no request is in progress, else after the current response.
+  void drain();
+  // Shutdown deadline: close now. Returns true when a request was cut.
+  bool force_close();
+
+  // Backend bytes arrived: `n` bytes in bin_, or in `landing` (a pooled connection's buffer).
+  void on_backend_read(const boost::system::error_code& ec, std::size_t n, const char* landing);
+
+  // Reactor's intrusive session list.
+  Session* list_prev = nullptr;
+  Session* list_next = nullptr;
+
+ private:
+  enum class Phase { idle, head, forwarding, generated, tunnel, closing };
+
+  // -- client side (session.cpp)
+  void do_client_read();
+  void on_client_read(const boost::system::error_code& ec, std::size_t n, bool landing);
+  void start_request();
+  void parse_head();
+  void on_head();
+  void respond(Reason reason);
+  void on_generated_written(const boost::system::error_code& ec, bool close);
+  void finish_request(bool close_client);
+  void log_request();
+  void close();
+  void linger_close();
+  void on_client_timeout();
+  void arm_client_timer(std::chrono::milliseconds d);
+
+  // -- backend side (forward.cpp)
+  void select_backend();
+  void connect_backend(uint32_t backend);
+  void on_connected(const boost::system::error_code& ec);
+  void send_request_head();
+  void pump_request_body();
+  void do_backend_read();
+  void do_backend_write();
+  void on_backend_written(const boost::system::error_code& ec);
+  void process_response();
+  void on_response_head(bool message_done);
+  void pump_response_body();
+  void do_client_write();
+  void on_client_written(const boost::system::error_code& ec, std::size_t n);
+  void on_backend_eof();
+  void fail_backend(Reason reason);
+  void abort_exchange();
+  void release_backend(bool reusable);
+  void finish_response();
+  void on_interim_response();
+  void on_backend_timeout();
+  void arm_backend_timer(std::chrono::milliseconds d);
+
+  // -- upgrade tunnel (tunnel.cpp)
+  void start_tunnel();
+  void tunnel_client_to_backend();
+  void tunnel_backend_to_client();
+  void tunnel_half_closed();
+
+  // Buffer helpers.
+  char* in_data() const;
+  char* bin_data() const;
+  http::HeaderField* in_fields() const { return reinterpret_cast<http::HeaderField*>(in_); }
+  http::HeaderField* bin_fields() const { return reinterpret_cast<http::HeaderField*>(bin_); }
+  void release_buffers();
+
+  Reactor& reactor_;
+  boost::asio::ip::tcp::socket client_;
+  http::Parser parser_{http::Parser::Kind::request};
+  TimerWheel::Entry client_timer_;
+  TimerWheel::Entry backend_timer_;
+  Phase phase_ = Phase::idle;
+  bool client_reading_ = false;
+  bool client_writing_ = false;
+  bool backend_writing_ = false;
+  bool closed_ = false;
+  bool lingering_ = false;
+
+  // Client address, formatted once at accept.
+  char client_ip_[48] = {};
+  uint8_t client_ip_len_ = 0;
+
+  // Where an idle connection's next bytes land, so that it holds no pooled buffer.
+  char landing_[1024];
+
+  // Buffers (borrowed from the reactor's pools while a request is in progress).
+  char* in_ = nullptr;
+  std::size_t in_len_ = 0;  // bytes in in_data()
+  std::size_t in_pos_ = 0;  // bytes consumed by the parser
+  char* bout_ = nullptr;
+  std::size_t bout_len_ = 0;
+  char* bin_ = nullptr;
+  std::size_t bin_len_ = 0;
+  std::size_t bin_pos_ = 0;
+  char* cout_ = nullptr;
+  std::size_t cout_len_ = 0;
+
+  // The request in progress.
+  http::RequestFacts facts_;
+  const Route* route_ = nullptr;
+  Ref<BackendConn> conn_;
+  InFlight in_flight_;  // this request's count in its backend's process-wide load
+  int32_t backend_ = -1;  // index in the upstream, -1 before selection
+  http::ResponsePlan plan_;
+  Reason reason_ = Reason::none;
+  int status_ = 0;
+  bool connecting_ = false;        // a new backend connection is being established
+  bool response_head_ = false;     // the final response head has been parsed
+  bool backend_eof_ = false;       // the backend closed its side
+  bool last_chunk_written_ = false;
+  bool request_sent_ = false;      // the whole request reached the backend
+  bool request_parsed_ = false;    // the parser saw the end of the request message
+  bool response_started_ = false;  // bytes of the response went to the client
+  bool response_done_ = false;
+  bool continue_sent_ = false;
+  bool head_request_ = false;
+  uint64_t body_bytes_ = 0;
+  uint64_t bytes_in_ = 0;
+  uint64_t bytes_out_ = 0;
+  std::chrono::steady_clock::time_point started_{};
+  char request_id_[32] = {};
+  std::string_view request_id_view_;
+  int tunnel_open_ = 0;  // directions of an upgrade tunnel still open
+};
+
+}  // namespace floodgate::proxy

@@ -1,0 +1,148 @@
+"""Admin endpoints, metrics and the access log end to end."""
+
+import unittest
+
+from backend import Backend
+from harness import DEFAULT_TIMEOUT, FloodgateTestCase, admin_get, poll, route, upstream
+
+REQUIRED_FAMILIES = [
+    "floodgate_requests_total",
+    "floodgate_request_duration_seconds",
+    "floodgate_client_connections",
+    "floodgate_upstream_connect_failures_total",
+    "floodgate_upstream_timeouts_total",
+    "floodgate_responses_generated_total",
+]
+ACCESS_LOG_KEYS = {"time", "client", "method", "target", "status", "bytes_in", "bytes_out",
+                   "upstream", "backend", "duration_ms", "reason", "request_id"}
+
+
+class Observability(FloodgateTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     routes=[route("app", host="app.test")])
+
+    def metric(self, name, **labels):
+        return self.fg.metrics().value(name, **labels)
+
+    def wait_metric_at_least(self, value, name, **labels):
+        poll(lambda: self.metric(name, **labels) >= value, what="%s%r >= %s" % (name, labels, value))
+
+    # --- admin ------------------------------------------------------------------------------
+    def test_healthz_answers_200(self):
+        status, _, _ = admin_get(self.fg.admin_port, "/healthz")
+        self.assertEqual(status, 200)
+
+    def test_metrics_are_prometheus_text_with_every_required_family(self):
+        self.assertEqual(self.fg.get("/echo", host="app.test").status, 200)
+        status, headers, body = admin_get(self.fg.admin_port, "/metrics")
+        self.assertEqual(status, 200)
+        content_type = dict((n.lower(), v) for n, v in headers).get("content-type", "")
+        self.assertTrue(content_type.startswith("text/plain"), content_type)
+        m = self.fg.metrics()
+        for family in REQUIRED_FAMILIES:
+            self.assertTrue(m.declared(family), "metric %s missing" % family)
+        for suffix in ("_bucket", "_sum", "_count"):
+            self.assertIn("floodgate_request_duration_seconds" + suffix, m.names())
+        self.assertRegex(m.text, r'floodgate_request_duration_seconds_bucket\{[^}]*le="\+Inf"')
+
+    # --- counters move ----------------------------------------------------------------------
+    def test_requests_total_counts_by_upstream_and_class(self):
+        before = self.metric("floodgate_requests_total", upstream="app", **{"class": "2xx"})
+        for i in range(3):
+            self.assertEqual(self.fg.get("/echo?count=%d" % i, host="app.test").status, 200)
+        self.wait_metric_at_least(before + 3, "floodgate_requests_total", upstream="app",
+                                  **{"class": "2xx"})
+
+    def test_requests_answered_before_routing_count_under_empty_upstream(self):
+        before = self.metric("floodgate_requests_total", upstream="", **{"class": "4xx"})
+        with self.fg.conn() as c:
+            c.send(b"GET /echo HTTP/1.1\r\n\r\n")  # no Host: 400 before routing
+            self.assertEqual(c.read_response().status, 400)
+        self.wait_metric_at_least(before + 1, "floodgate_requests_total", upstream="",
+                                  **{"class": "4xx"})
+
+    def test_responses_generated_total_counts_by_reason(self):
+        before = self.metric("floodgate_responses_generated_total", reason="no_route")
+        self.assertEqual(self.fg.get("/", host="nowhere.test").status, 404)
+        self.wait_metric_at_least(before + 1, "floodgate_responses_generated_total", reason="no_route")
+
+    def test_request_duration_histogram_counts_requests(self):
+        before = self.metric("floodgate_request_duration_seconds_count", upstream="app")
+        self.assertEqual(self.fg.get("/echo?histogram", host="app.test").status, 200)
+        self.wait_metric_at_least(before + 1, "floodgate_request_duration_seconds_count",
+                                  upstream="app")
+
+    def test_client_connections_gauge_follows_open_connections(self):
+        base = self.metric("floodgate_client_connections")
+        conns = [self.fg.conn() for _ in range(3)]
+        try:
+            for c in conns:
+                self.assertEqual(c.request("GET", "/echo?gauge", host="app.test").status, 200)
+            poll(lambda: self.metric("floodgate_client_connections") >= base + 3,
+                 what="floodgate_client_connections to count 3 more")
+        finally:
+            for c in conns:
+                c.close()
+        poll(lambda: self.metric("floodgate_client_connections") <= base,
+             what="floodgate_client_connections to drop back to %s" % base)
+
+    # --- access log -------------------------------------------------------------------------
+    def log_entry(self, key, value):
+        """The first access log line whose `key` equals `value`, polled with a deadline."""
+        def find():
+            return next((e for e in self.fg.access_log_entries() if e.get(key) == value), None)
+        try:
+            return poll(find, timeout=DEFAULT_TIMEOUT, what="access log line with %s=%s" % (key, value))
+        except AssertionError:
+            self.fail("no access log line with %s=%r in %s within %.0fs (the log must reach the "
+                      "file while floodgate runs); last lines: %r"
+                      % (key, value, self.fg.access_log_path, DEFAULT_TIMEOUT,
+                         self.fg.access_log_entries()[-5:]))
+
+    def test_access_log_has_a_json_line_with_every_field_for_a_proxied_request(self):
+        r = self.fg.request("POST", "/echo?logged=1", host="app.test", body=b"x" * 100,
+                            headers=[("X-Request-Id", "log-proxied-1")])
+        self.assertEqual(r.status, 200)
+        e = self.log_entry("request_id", "log-proxied-1")
+        self.assertEqual(ACCESS_LOG_KEYS - set(e), set(), e)
+        self.assertEqual(e["method"], "POST")
+        self.assertEqual(e["target"], "/echo?logged=1")
+        self.assertEqual(e["status"], 200)
+        self.assertEqual(e["upstream"], "app")
+        self.assertEqual(e["backend"], self.backend.address)
+        self.assertTrue(str(e["client"]).startswith("127.0.0.1"), e)
+        self.assertGreaterEqual(e["bytes_in"], 100)
+        self.assertGreaterEqual(e["bytes_out"], len(r.body))
+        self.assertIsInstance(e["duration_ms"], (int, float))
+        self.assertGreaterEqual(e["duration_ms"], 0)
+        self.assertTrue(e["time"], e)
+        self.assertIn(e["reason"], ("", None, "-"), e)
+
+    def test_access_log_records_generated_responses_with_their_reason(self):
+        self.assertEqual(self.fg.get("/missing", host="nowhere.test",
+                                     headers=[("X-Request-Id", "log-generated-1")]).status, 404)
+        e = self.log_entry("target", "/missing")
+        self.assertEqual(ACCESS_LOG_KEYS - set(e), set(), e)
+        self.assertEqual(e["status"], 404)
+        self.assertEqual(e["reason"], "no_route")
+        self.assertIn(e["upstream"], ("", None, "-"), e)
+        self.assertEqual(e["request_id"], "log-generated-1", "the client's X-Request-Id is the "
+                         "request's id, for generated responses too: %r" % e)
+
+    def test_access_log_has_one_line_per_request(self):
+        for i in range(3):
+            self.fg.get("/echo?line=%d" % i, host="app.test",
+                        headers=[("X-Request-Id", "log-count-%d" % i)])
+        for i in range(3):
+            self.log_entry("request_id", "log-count-%d" % i)
+        ids = [e.get("request_id") for e in self.fg.access_log_entries()]
+        for i in range(3):
+            self.assertEqual(ids.count("log-count-%d" % i), 1, ids)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,43 @@
+// Helpers shared by the config tests: load a document and look at its diagnostics as the
+// operator would see them (format() lines), so each test can assert the exact text.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "floodgate/config/config.h"
+
+namespace floodgate::config::testing {
+
+// The smallest valid document: one upstream and one route, on lines 1..6.
+inline constexpr std::string_view kMinimal = R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+
+[[routes]]
+upstream = "app"
+)";
+
+inline LoadResult load(std::string_view text) {
+  return load_string(text, "test.toml");
+}
+
+// `head` (e.g. a [server] section starting on line 1) followed by kMinimal.
+inline LoadResult load_with(std::string_view head) {
+  return load(std::string(head) + "\n" + std::string(kMinimal));
+}
+
+// Every diagnostic, formatted, one per line.
+inline std::string dump(const LoadResult& r) {
+  std::string out;
+  for (const Diagnostic& d : r.diagnostics) out += format(d) + "\n";
+  return out;
+}
+
+// The one diagnostic of `r`, formatted; or a listing of all of them when there is not exactly one.
+inline std::string only(const LoadResult& r) {
+  if (r.diagnostics.size() == 1) return format(r.diagnostics[0]);
+  return std::to_string(r.diagnostics.size()) + " diagnostics:\n" + dump(r);
+}
+
+}  // namespace floodgate::config::testing

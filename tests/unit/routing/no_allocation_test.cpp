@@ -1,0 +1,73 @@
+// Replaces the global allocation functions for this test binary to count allocations around the
+// calls that run on the request path.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<std::size_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+// Allocations made while running `f`.
+template <class F>
+std::size_t allocations_during(F&& f) {
+  const std::size_t before = g_allocations.load();
+  f();
+  return g_allocations.load() - before;
+}
+
+TEST(AllocationCounter, SeesAnAllocation) {
+  static void* volatile sink = nullptr;
+  EXPECT_EQ(allocations_during([] { sink = ::operator new(8); }), 1u);
+  ::operator delete(sink);
+}
+
+#include <string>
+#include <vector>
+
+#include "floodgate/routing/route_table.h"
+
+namespace floodgate {
+namespace {
+
+TEST(RouteTable, MatchDoesNotAllocate) {
+  const std::vector<RouteParams> routes{
+      {.host = "a.example.com", .path_prefix = "/a", .upstream = "x"},
+      {.host = "*.example.com", .path_prefix = "/", .upstream = "x"},
+      {.host = "*", .path_prefix = "/", .upstream = "x"}};
+  const std::vector<uint32_t> ids{0, 1, 2};
+  const auto table = RouteTable::build(routes, ids);
+  const std::string long_host(400, 'h');
+  const Route* hits[4] = {};
+  const auto n = allocations_during([&] {
+    hits[0] = table.match("A.Example.COM:8080", "/a/b");
+    hits[1] = table.match("b.example.com.", "/x");
+    hits[2] = table.match("[::1]:80", "/");
+    hits[3] = table.match(long_host, "/");
+  });
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(hits[0]->index, 0u);
+  EXPECT_EQ(hits[1]->index, 1u);
+  EXPECT_EQ(hits[2]->index, 2u);
+  EXPECT_EQ(hits[3]->index, 2u);
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -1,0 +1,68 @@
+// Replaces the global allocation functions for this test binary to count allocations around the
+// calls that run on the request path.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<std::size_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+// Allocations made while running `f`.
+template <class F>
+std::size_t allocations_during(F&& f) {
+  const std::size_t before = g_allocations.load();
+  f();
+  return g_allocations.load() - before;
+}
+
+TEST(AllocationCounter, SeesAnAllocation) {
+  static void* volatile sink = nullptr;
+  EXPECT_EQ(allocations_during([] { sink = ::operator new(8); }), 1u);
+  ::operator delete(sink);
+}
+
+#include <array>
+#include <optional>
+
+#include "floodgate/upstream/balancer.h"
+
+namespace floodgate {
+namespace {
+
+TEST(Balancer, PickDoesNotAllocate) {
+  const std::array<uint32_t, 4> weights{1, 2, 3, 4};
+  const std::array<int64_t, 4> active{3, 1, 4, 1};
+  for (Balance kind : {Balance::round_robin, Balance::least_active, Balance::p2c}) {
+    Balancer balancer(kind, weights, 9);
+    std::optional<std::size_t> last;
+    const auto n = allocations_during([&] {
+      for (int i = 0; i < 100; ++i) {
+        last = balancer.pick([&](std::size_t b) { return active[b]; },
+                             [](std::size_t b) { return b != 2; });
+      }
+    });
+    EXPECT_EQ(n, 0u);
+    EXPECT_TRUE(last.has_value());
+  }
+}
+
+}  // namespace
+}  // namespace floodgate
