@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds floodgate and runs the whole test suite twice: a normal
-# build, then an AddressSanitizer + UndefinedBehaviorSanitizer build. Exits non-zero on any
+# Installs what is missing, builds floodgate and runs the whole test suite three times: a
+# normal build, an AddressSanitizer + UndefinedBehaviorSanitizer build, and a ThreadSanitizer
+# build (reactors, the admin scrape and shutdown cross threads). Exits non-zero on any
 # failure. This is README's test command and the only thing .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +23,7 @@ run_suite release build
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite "asan+ubsan" build-asan -DFLOODGATE_SANITIZE=ON
+unset ASAN_OPTIONS UBSAN_OPTIONS
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+run_suite tsan build-tsan -DFLOODGATE_TSAN=ON -DCMAKE_CXX_FLAGS=-Wno-tsan
 echo "== floodgate: all tests passed"

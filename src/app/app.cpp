@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <spdlog/async.h>
+#include <spdlog/async_logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <thread>
@@ -31,15 +32,34 @@ spdlog::level::level_enum to_spdlog(LogLevel l) {
   return static_cast<spdlog::level::level_enum>(static_cast<int>(l));
 }
 
-// The process log (not the access log): stderr, asynchronous, never blocking a reactor.
-void init_process_log(const LogParams& params) {
-  spdlog::init_thread_pool(8192, 1);
-  auto logger = spdlog::create_async_nb<spdlog::sinks::stderr_sink_mt>("floodgate");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l floodgate: %v", spdlog::pattern_time_type::utc);
-  logger->set_level(to_spdlog(params.level));
-  logger->flush_on(spdlog::level::info);
-  spdlog::set_default_logger(logger);
-}
+// The process log (not the access log): stderr, asynchronous, so a reactor that logs an error
+// never waits on the terminal or journal. Owns its worker thread explicitly: the destructor
+// flushes, joins the thread, and only then releases the logger and its sink.
+class ProcessLog {
+ public:
+  explicit ProcessLog(const LogParams& params)
+      : pool_(std::make_shared<spdlog::details::thread_pool>(8192, 1)),
+        logger_(std::make_shared<spdlog::async_logger>(
+            "floodgate", std::make_shared<spdlog::sinks::stderr_sink_mt>(), pool_,
+            spdlog::async_overflow_policy::overrun_oldest)) {
+    logger_->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l floodgate: %v", spdlog::pattern_time_type::utc);
+    logger_->set_level(to_spdlog(params.level));
+    logger_->flush_on(spdlog::level::info);
+    spdlog::set_default_logger(logger_);
+  }
+  ~ProcessLog() {
+    logger_->flush();
+    pool_.reset();  // joins the worker thread
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("floodgate-exit"));
+    logger_.reset();
+  }
+  ProcessLog(const ProcessLog&) = delete;
+  ProcessLog& operator=(const ProcessLog&) = delete;
+
+ private:
+  std::shared_ptr<spdlog::details::thread_pool> pool_;
+  std::shared_ptr<spdlog::async_logger> logger_;
+};
 
 // Many idle keep-alive connections need many descriptors: raise the soft limit to the hard one.
 void raise_fd_limit() {
@@ -102,7 +122,6 @@ class Process {
       spdlog::info("shutdown complete");
     }
     access_log_.flush();
-    spdlog::shutdown();
     return 0;
   }
 
@@ -207,7 +226,7 @@ int run(const std::string& config_path) {
   } catch (const std::exception& e) {
     return fail(config_path + ": " + e.what());
   }
-  init_process_log(cfg.log);
+  ProcessLog process_log(cfg.log);
   std::unique_ptr<Process> process;
   try {
     process = std::make_unique<Process>(snapshot, cfg, config_path);

@@ -89,7 +89,12 @@ AccessLog::AccessLog(const LogParams& params) : format_(params.access_log_format
 }
 
 AccessLog::~AccessLog() {
-  if (logger_) logger_->flush();
+  if (!logger_) return;
+  logger_->flush();
+  // Join the log thread (the pool's destructor) before the logger and its sink go away, so
+  // nothing on that thread can touch them afterwards.
+  pool_.reset();
+  logger_.reset();
 }
 
 void AccessLog::write(const AccessRecord& r) {

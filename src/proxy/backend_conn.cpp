@@ -1,5 +1,7 @@
 #include "backend_conn.h"
 
+#include <boost/asio/bind_allocator.hpp>
+
 #include "floodgate/proxy/reactor.h"
 #include "session.h"
 
@@ -23,12 +25,14 @@ BackendConn::~BackendConn() = default;
 void BackendConn::read_into_landing() {
   if (read_pending_ || !socket.is_open()) return;
   read_pending_ = true;
-  socket.async_read_some(boost::asio::buffer(landing),
-                         [self = Ref<BackendConn>(this)](const boost::system::error_code& ec,
-                                                         std::size_t n) {
-                           self->read_pending_ = false;
-                           self->on_landing_read(ec, n);
-                         });
+  socket.async_read_some(
+      boost::asio::buffer(landing),
+      boost::asio::bind_allocator(
+          SlotAllocator<void>(landing_slot_),
+          [self = Ref<BackendConn>(this)](const boost::system::error_code& ec, std::size_t n) {
+            self->read_pending_ = false;
+            self->on_landing_read(ec, n);
+          }));
 }
 
 void BackendConn::on_landing_read(const boost::system::error_code& ec, std::size_t n) {

@@ -9,6 +9,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include "floodgate/core/handler_slot.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
@@ -51,6 +52,7 @@ class BackendConn : public RefCounted<BackendConn> {
  private:
   void on_landing_read(const boost::system::error_code& ec, std::size_t n);
   bool read_pending_ = false;
+  HandlerSlot landing_slot_;
 
  public:
   char landing[kLandingBytes];

@@ -42,11 +42,12 @@ void Session::connect_backend(uint32_t backend) {
   conn_->owner = Ref<Session>(this);
   connecting_ = true;
   arm_backend_timer(up.params.connect_timeout);
-  conn_->socket.async_connect(up.backends[backend]->endpoint,
-                              [self = Ref<Session>(this), c = conn_](const error_code& ec) {
-                                if (self->closed_ || self->conn_.get() != c.get()) return;
-                                self->on_connected(ec);
-                              });
+  conn_->socket.async_connect(
+      up.backends[backend]->endpoint,
+      in(backend_write_slot_, [self = Ref<Session>(this), c = conn_](const error_code& ec) {
+        if (self->closed_ || self->conn_.get() != c.get()) return;
+        self->on_connected(ec);
+      }));
 }
 
 void Session::on_connected(const error_code& ec) {
@@ -79,7 +80,8 @@ void Session::send_request_head() {
     continue_sent_ = true;
     client_writing_ = true;
     asio::async_write(client_, asio::buffer(http::kContinue.data(), http::kContinue.size()),
-                      [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
+                                                                         std::size_t n) {
                         self->client_writing_ = false;
                         self->bytes_out_ += n;
                         if (self->closed_) return;
@@ -88,7 +90,7 @@ void Session::send_request_head() {
                           return self->close();
                         }
                         if (self->cout_len_ > 0) self->do_client_write();
-                      });
+                      }));
   }
   do_backend_read();
   pump_request_body();
@@ -149,15 +151,17 @@ void Session::pump_request_body() {
 void Session::do_backend_write() {
   backend_writing_ = true;
   asio::async_write(conn_->socket, asio::buffer(bout_, bout_len_),
-                    [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t) {
+                    in(backend_write_slot_, [self = Ref<Session>(this), c = conn_](
+                                                const error_code& ec, std::size_t) {
                       self->backend_writing_ = false;
                       if (self->closed_ || self->conn_.get() != c.get()) return;
                       self->on_backend_written(ec);
-                    });
+                    }));
 }
 
 void Session::on_backend_written(const error_code& ec) {
   if (ec) {
+    if (retry_stale_connection()) return;
     if (!response_started_) return fail_backend(Reason::upstream_reset);
     abort_exchange();
     return close();
@@ -171,15 +175,17 @@ void Session::do_backend_read() {
   conn_->set_read_pending(true);
   conn_->socket.async_read_some(
       asio::buffer(bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_),
-      [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
+      in(backend_read_slot_, [self = Ref<Session>(this), c = conn_](const error_code& ec,
+                                                                     std::size_t n) {
         c->set_read_pending(false);
         if (self->closed_ || self->conn_.get() != c.get()) return;
         self->on_backend_read(ec, n, nullptr);
-      });
+      }));
 }
 
 void Session::on_backend_read(const error_code& ec, std::size_t n, const char* landing) {
   if (closed_ || !conn_) return;
+  if (ec && retry_stale_connection()) return;
   if (ec == asio::error::eof) {
     backend_eof_ = true;
     return on_backend_eof();
@@ -311,10 +317,11 @@ void Session::do_client_write() {
   response_started_ = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   asio::async_write(client_, asio::buffer(cout_, cout_len_),
-                    [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                    in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
+                                                                       std::size_t n) {
                       self->client_writing_ = false;
                       self->on_client_written(ec, n);
-                    });
+                    }));
 }
 
 void Session::on_client_written(const error_code& ec, std::size_t n) {
@@ -335,6 +342,27 @@ void Session::on_client_written(const error_code& ec, std::size_t n) {
 void Session::on_backend_eof() {
   if (!response_head_) return fail_backend(Reason::upstream_reset);
   pump_response_body();  // completes a close-delimited body or detects truncation
+}
+
+// A pooled keep-alive connection can be closed by the backend just as it is reused; the
+// request then fails before any response byte. That is not the backend refusing the request,
+// so it is sent once more on a new connection to the same backend, when that is safe: nothing
+// of the response arrived and the request has no body (so it is still whole in in_).
+bool Session::retry_stale_connection() {
+  if (!conn_ || !conn_->reused || stale_retried_ || facts_.has_body || response_head_ ||
+      bin_len_ != 0 || response_started_) {
+    return false;
+  }
+  stale_retried_ = true;
+  Ref<BackendConn> stale = std::move(conn_);
+  stale->owner = Ref<Session>();
+  stale->close();
+  backend_timer_.cancel();
+  bout_len_ = 0;
+  request_sent_ = false;
+  backend_eof_ = false;
+  connect_backend(static_cast<uint32_t>(backend_));
+  return true;
 }
 
 void Session::finish_response() {

@@ -71,10 +71,12 @@ void Session::do_client_read() {
   const bool landing = in_ == nullptr || lingering_;
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
   const auto buf = landing ? asio::buffer(landing_) : asio::buffer(in_data() + in_len_, cap - in_len_);
-  client_.async_read_some(buf, [self = Ref<Session>(this), landing](const error_code& ec, std::size_t n) {
-    self->client_reading_ = false;
-    self->on_client_read(ec, n, landing);
-  });
+  client_.async_read_some(
+      buf, in(client_read_slot_, [self = Ref<Session>(this), landing](const error_code& ec,
+                                                                       std::size_t n) {
+        self->client_reading_ = false;
+        self->on_client_read(ec, n, landing);
+      }));
 }
 
 void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
@@ -114,7 +116,7 @@ void Session::start_request() {
   reason_ = Reason::none;
   status_ = 0;
   request_sent_ = request_parsed_ = response_started_ = response_done_ = false;
-  connecting_ = response_head_ = backend_eof_ = last_chunk_written_ = false;
+  connecting_ = response_head_ = backend_eof_ = last_chunk_written_ = stale_retried_ = false;
   continue_sent_ = head_request_ = false;
   body_bytes_ = bytes_out_ = 0;
   bytes_in_ = in_len_;
@@ -178,11 +180,12 @@ void Session::respond(Reason reason) {
   phase_ = Phase::generated;
   client_writing_ = true;
   asio::async_write(client_, asio::buffer(bytes.data(), bytes.size()),
-                    [self = Ref<Session>(this), close](const error_code& ec, std::size_t n) {
+                    in(client_write_slot_, [self = Ref<Session>(this), close](const error_code& ec,
+                                                                             std::size_t n) {
                       self->client_writing_ = false;
                       self->bytes_out_ += n;
                       self->on_generated_written(ec, close);
-                    });
+                    }));
 }
 
 void Session::on_generated_written(const error_code& ec, bool close) {

@@ -16,11 +16,13 @@
 // holds a Ref, so the session outlives all its completions.
 #pragma once
 
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
 
 #include "backend_conn.h"
+#include "floodgate/core/handler_slot.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
@@ -88,6 +90,7 @@ class Session : public RefCounted<Session> {
   void abort_exchange();
   void release_backend(bool reusable);
   void finish_response();
+  bool retry_stale_connection();
   void on_interim_response();
   void on_backend_timeout();
   void arm_backend_timer(std::chrono::milliseconds d);
@@ -105,8 +108,19 @@ class Session : public RefCounted<Session> {
   http::HeaderField* bin_fields() const { return reinterpret_cast<http::HeaderField*>(bin_); }
   void release_buffers();
 
+  // Binds `f` to allocate its operation in `slot` (see core/handler_slot.h).
+  template <class F>
+  static auto in(HandlerSlot& slot, F&& f) {
+    return boost::asio::bind_allocator(SlotAllocator<void>(slot), std::forward<F>(f));
+  }
+
   Reactor& reactor_;
   boost::asio::ip::tcp::socket client_;
+  // One slot per kind of pending operation; connecting shares the backend write slot.
+  HandlerSlot client_read_slot_;
+  HandlerSlot client_write_slot_;
+  HandlerSlot backend_read_slot_;
+  HandlerSlot backend_write_slot_;
   http::Parser parser_{http::Parser::Kind::request};
   TimerWheel::Entry client_timer_;
   TimerWheel::Entry backend_timer_;
@@ -149,6 +163,7 @@ class Session : public RefCounted<Session> {
   bool response_head_ = false;     // the final response head has been parsed
   bool backend_eof_ = false;       // the backend closed its side
   bool last_chunk_written_ = false;
+  bool stale_retried_ = false;     // a stale pooled connection was already replaced once
   bool request_sent_ = false;      // the whole request reached the backend
   bool request_parsed_ = false;    // the parser saw the end of the request message
   bool response_started_ = false;  // bytes of the response went to the client

@@ -34,14 +34,15 @@ void Session::start_tunnel() {
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_writing_ = true;
   asio::async_write(client_, asio::buffer(cout_, cout_len_),
-                    [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                    in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
+                                                                       std::size_t n) {
                       self->client_writing_ = false;
                       self->bytes_out_ += n;
                       if (self->closed_) return;
                       if (ec) return self->close();
                       self->cout_len_ = 0;
                       self->tunnel_backend_to_client();
-                    });
+                    }));
   tunnel_client_to_backend();
 }
 
@@ -49,18 +50,20 @@ void Session::tunnel_client_to_backend() {
   if (closed_) return;
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
     asio::async_write(conn_->socket, asio::buffer(in_data() + in_pos_, in_len_ - in_pos_),
-                      [self = Ref<Session>(this)](const error_code& ec, std::size_t) {
+                      in(backend_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
+                                                                          std::size_t) {
                         if (self->closed_) return;
                         if (ec) return self->close();
                         self->in_pos_ = self->in_len_ = 0;
                         self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
                         self->tunnel_client_to_backend();
-                      });
+                      }));
     return;
   }
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
   client_.async_read_some(asio::buffer(in_data(), cap),
-                          [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                          in(client_read_slot_, [self = Ref<Session>(this)](const error_code& ec,
+                                                                            std::size_t n) {
                             if (self->closed_) return;
                             if (ec == asio::error::eof) {
                               error_code ignored;
@@ -72,7 +75,7 @@ void Session::tunnel_client_to_backend() {
                             self->in_pos_ = 0;
                             self->in_len_ = n;
                             self->tunnel_client_to_backend();
-                          });
+                          }));
 }
 
 void Session::tunnel_backend_to_client() {
@@ -80,7 +83,8 @@ void Session::tunnel_backend_to_client() {
   if (bin_len_ > 0) {
     client_writing_ = true;
     asio::async_write(client_, asio::buffer(bin_data(), bin_len_),
-                      [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+                      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
+                                                                         std::size_t n) {
                         self->client_writing_ = false;
                         self->bytes_out_ += n;
                         if (self->closed_) return;
@@ -88,12 +92,13 @@ void Session::tunnel_backend_to_client() {
                         self->bin_len_ = 0;
                         self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
                         self->tunnel_backend_to_client();
-                      });
+                      }));
     return;
   }
   conn_->socket.async_read_some(
       asio::buffer(bin_data(), BufferLayout::kResponseData),
-      [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
+      in(backend_read_slot_, [self = Ref<Session>(this), c = conn_](const error_code& ec,
+                                                                     std::size_t n) {
         if (self->closed_ || self->conn_.get() != c.get()) return;
         if (ec == asio::error::eof) {
           error_code ignored;
@@ -103,7 +108,7 @@ void Session::tunnel_backend_to_client() {
         if (ec) return self->close();
         self->bin_len_ = n;
         self->tunnel_backend_to_client();
-      });
+      }));
 }
 
 void Session::tunnel_half_closed() {

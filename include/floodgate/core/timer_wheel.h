@@ -83,10 +83,17 @@ class TimerWheel {
   // cancel any entry, including itself and the entry that would fire next.
   void advance(Clock::time_point now) {
     const int64_t target = ticks(now);
-    if (cursor_ < 0) cursor_ = target;
-    // Visit each slot passed since the last call, but at most one revolution.
-    const int64_t first = std::max(cursor_, target - static_cast<int64_t>(mask_));
-    for (int64_t t = first; t <= target; ++t) fire_slot(static_cast<std::size_t>(t) & mask_, now);
+    // Visit each slot passed since the last call, but at most one revolution. The first call
+    // visits a whole revolution: entries scheduled before it may lie in any slot.
+    const int64_t first =
+        cursor_ < 0 ? target - static_cast<int64_t>(mask_)
+                    : std::max(cursor_, target - static_cast<int64_t>(mask_));
+    for (int64_t t = first; t <= target; ++t) {
+      // schedule() from a callback clamps to the slot being fired, never to one already
+      // visited by this call (that would wait a whole revolution).
+      cursor_ = t;
+      fire_slot(static_cast<std::size_t>(t) & mask_, now);
+    }
     cursor_ = target + 1;
   }
 

@@ -97,7 +97,9 @@ class Reactor {
   void maybe_finish();
 
   unsigned index_;
-  boost::asio::io_context io_{1};
+  // Sockets are only ever touched on this reactor's thread, so the reactor's per-descriptor
+  // locking is unnecessary; the scheduler keeps its lock for cross-thread posts (drain).
+  boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::shared_ptr<const Snapshot> snapshot_;
   AccessLog& access_log_;
   std::vector<boost::asio::ip::tcp::acceptor> acceptors_;
