@@ -55,6 +55,11 @@ struct ParserCallbacks {
     if (!s.in_value_) {
       f.value_off = static_cast<uint32_t>(at - s.base_);
       s.in_value_ = true;
+    } else if (at != s.base_ + f.value_off + f.value_len) {
+      // A value in pieces that are not contiguous is an obs-fold (RFC 9112 section 5.2):
+      // recorded as one span it would carry the fold's CRLF downstream. Refuse it.
+      return fail(p, s.is_request_ ? Reason::bad_request : Reason::upstream_bad_response,
+                  "obsolete line folding");
     }
     f.value_len += static_cast<uint32_t>(n);
     return 0;
@@ -79,6 +84,8 @@ struct ParserCallbacks {
     // message complete instead of here.
     if (!s.is_request_) {
       const int status = p->status_code;
+      // llhttp accepts any 1-3 digit number; a status-code is 3DIGIT (RFC 9112 section 4).
+      if (status < 100) return fail(p, Reason::upstream_bad_response, "invalid status code");
       if (s.no_body_ || status < 200 || status == 204 || status == 304) return 1;
     }
     return HPE_PAUSED;
@@ -172,6 +179,12 @@ Parser::Result Parser::parse_head(std::size_t end) {
     error_reason_ = Reason::header_too_large;
     return Result::error;
   }
+  // llhttp rejects a bare LF after a field line but accepts one after the request line and
+  // as the final empty line; refuse those too, so every line of a request ends in CRLF.
+  if (head_done_ && (base_[line_end_ - 2] != '\r' || base_[head_end_ - 2] != '\r')) {
+    error_reason_ = Reason::bad_request;
+    return Result::error;
+  }
   return head_done_ ? Result::head_done : Result::need_more;
 }
 
@@ -193,6 +206,12 @@ Parser::Result Parser::run_body(const char* p, std::size_t n, std::size_t& consu
 
 Parser::Result Parser::finish() {
   if (message_done_) return Result::message_done;
+  // Still paused after the head: let llhttp enter the body state first, or llhttp_finish
+  // (which ignores a paused parser) would report a complete empty body as truncated.
+  if (llhttp_get_errno(&parser_) == HPE_PAUSED) {
+    llhttp_resume(&parser_);
+    llhttp_execute(&parser_, base_ + head_end_, 0);
+  }
   const llhttp_errno_t err = llhttp_finish(&parser_);
   if ((err == HPE_OK || err == HPE_PAUSED) && message_done_) return Result::message_done;
   return on_error(err == HPE_OK ? HPE_INVALID_EOF_STATE : err);

@@ -61,15 +61,20 @@ bool hop_by_hop(Field f) {
          f == Field::upgrade;
 }
 
-// The field names listed in Connection headers (RFC 9110 section 7.6.1), bounded.
+// The field names listed in Connection headers (RFC 9110 section 7.6.1). The first 16 are
+// kept at hand; a head naming more (rare) has its Connection fields searched again.
 class ConnectionTokens {
  public:
-  explicit ConnectionTokens(const Parser& head) {
+  explicit ConnectionTokens(const Parser& head) : head_(head) {
     for (uint32_t i = 0; i < head.field_count(); ++i) {
       if (classify(head.field_name(i)) != Field::connection) continue;
       ascii::for_each_token(head.field_value(i), [this](std::string_view t) {
         if (iequals(t, "upgrade")) upgrade_ = true;
-        if (n_ < tokens_.size()) tokens_[n_++] = t;
+        if (n_ < tokens_.size()) {
+          tokens_[n_++] = t;
+        } else {
+          overflow_ = true;
+        }
       });
     }
   }
@@ -77,13 +82,25 @@ class ConnectionTokens {
     for (std::size_t i = 0; i < n_; ++i) {
       if (iequals(tokens_[i], field)) return true;
     }
-    return false;
+    return overflow_ && search(field);
   }
   bool upgrade() const { return upgrade_; }
 
  private:
+  bool search(std::string_view field) const {
+    bool found = false;
+    for (uint32_t i = 0; i < head_.field_count() && !found; ++i) {
+      if (classify(head_.field_name(i)) != Field::connection) continue;
+      ascii::for_each_token(head_.field_value(i),
+                            [&](std::string_view t) { found = found || iequals(t, field); });
+    }
+    return found;
+  }
+
+  const Parser& head_;
   std::array<std::string_view, 16> tokens_{};
   std::size_t n_ = 0;
+  bool overflow_ = false;
   bool upgrade_ = false;
 };
 
@@ -161,7 +178,8 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
       default: break;
     }
   }
-  if (hosts > 1 || (hosts == 0 && head.http_minor() == 1 && !absolute)) return Reason::bad_request;
+  // RFC 9112 section 3.2: an HTTP/1.1 request without Host is refused even in absolute-form.
+  if (hosts > 1 || (hosts == 0 && head.http_minor() == 1)) return Reason::bad_request;
   facts.upgrade = upgrade_field && connection_upgrade;
   facts.keep_alive = head.keep_alive();
   facts.has_body = head.chunked() || head.content_length() > 0;
@@ -182,7 +200,8 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
     if (f == Field::x_forwarded_for) have_xff = true;
     if (f == Field::via) have_via = true;
     if (f != Field::other && f != Field::content_length) continue;
-    if (named.names(name)) continue;
+    // Content-Length frames the body we forward: never hop-by-hop, whatever Connection says.
+    if (f == Field::other && named.names(name)) continue;
     out.put(name).put(": ").put(head.field_value(i)).put("\r\n");
   }
   // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
@@ -233,7 +252,9 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
     const std::string_view name = response.field_name(i);
     const Field f = classify(name);
     if (hop_by_hop(f) && !(switching && f == Field::upgrade)) continue;
-    if (named.names(name) && !(switching && f == Field::upgrade)) continue;
+    if (named.names(name) && !(switching && f == Field::upgrade) && f != Field::content_length) {
+      continue;  // Content-Length frames a length plan's body: never hop-by-hop
+    }
     out.put(name).put(": ").put(response.field_value(i)).put("\r\n");
   }
   if (switching) {

@@ -373,9 +373,11 @@ void Session::finish_response() {
 
 void Session::fail_backend(Reason reason) {
   if (route_ != nullptr) {
+    // docs/metrics.md: a connect timeout is both a connect failure and a timeout.
     if (reason == Reason::upstream_connect_failed || reason == Reason::upstream_connect_timeout) {
       reactor_.metrics().connect_failure(route_->upstream);
-    } else if (reason == Reason::upstream_timeout) {
+    }
+    if (reason == Reason::upstream_timeout || reason == Reason::upstream_connect_timeout) {
       reactor_.metrics().timeout(route_->upstream);
     }
   }

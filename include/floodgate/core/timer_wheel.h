@@ -85,9 +85,8 @@ class TimerWheel {
     const int64_t target = ticks(now);
     // Visit each slot passed since the last call, but at most one revolution. The first call
     // visits a whole revolution: entries scheduled before it may lie in any slot.
-    const int64_t first =
-        cursor_ < 0 ? target - static_cast<int64_t>(mask_)
-                    : std::max(cursor_, target - static_cast<int64_t>(mask_));
+    const int64_t first = cursor_ < 0 ? target - static_cast<int64_t>(mask_)
+                                      : std::max(cursor_, target - static_cast<int64_t>(mask_));
     for (int64_t t = first; t <= target; ++t) {
       // schedule() from a callback clamps to the slot being fired, never to one already
       // visited by this call (that would wait a whole revolution).

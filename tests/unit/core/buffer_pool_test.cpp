@@ -1,0 +1,94 @@
+#include "floodgate/core/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <vector>
+
+namespace floodgate {
+namespace {
+
+bool aligned64(const char* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 64 == 0;
+}
+
+TEST(BufferPool, RoundsTheBlockSizeUpToAMultipleOf64) {
+  EXPECT_EQ(BufferPool(1).block_size(), 64u);
+  EXPECT_EQ(BufferPool(64).block_size(), 64u);
+  EXPECT_EQ(BufferPool(65).block_size(), 128u);
+  EXPECT_EQ(BufferPool(8192).block_size(), 8192u);
+}
+
+TEST(BufferPool, StartsWithNoFreeBlocks) {
+  EXPECT_EQ(BufferPool(4096).free_blocks(), 0u);
+}
+
+TEST(BufferPool, ReusesAReleasedBlock) {
+  BufferPool pool(4096);
+  char* b = pool.acquire();
+  pool.release(b);
+  EXPECT_EQ(pool.free_blocks(), 1u);
+  EXPECT_EQ(pool.acquire(), b);
+  EXPECT_EQ(pool.free_blocks(), 0u);
+  pool.release(b);
+}
+
+TEST(BufferPool, HandsOutDistinctBlocksWhileTheyAreHeld) {
+  BufferPool pool(256);
+  std::vector<char*> held;
+  for (int i = 0; i < 8; ++i) held.push_back(pool.acquire());
+  EXPECT_EQ(std::set<char*>(held.begin(), held.end()).size(), held.size());
+  for (char* b : held) pool.release(b);
+  EXPECT_EQ(pool.free_blocks(), 8u);
+  // Reacquiring takes every released block back before allocating.
+  std::set<char*> again;
+  for (int i = 0; i < 8; ++i) again.insert(pool.acquire());
+  EXPECT_EQ(again, std::set<char*>(held.begin(), held.end()));
+  for (char* b : again) pool.release(b);
+}
+
+TEST(BufferPool, KeepsAtMostMaxFreeBlocks) {
+  BufferPool pool(128, 2);
+  char* a = pool.acquire();
+  char* b = pool.acquire();
+  char* c = pool.acquire();
+  pool.release(a);
+  pool.release(b);
+  pool.release(c);  // freed, not kept
+  EXPECT_EQ(pool.free_blocks(), 2u);
+}
+
+TEST(BufferPool, WithZeroMaxFreeKeepsNothing) {
+  BufferPool pool(128, 0);
+  pool.release(pool.acquire());
+  EXPECT_EQ(pool.free_blocks(), 0u);
+}
+
+TEST(BufferPool, BlocksAre64ByteAlignedAndWritableToTheirFullSize) {
+  BufferPool pool(1000);
+  std::vector<char*> held;
+  for (int i = 0; i < 16; ++i) {
+    char* b = pool.acquire();
+    EXPECT_TRUE(aligned64(b));
+    std::memset(b, 0xab, pool.block_size());
+    held.push_back(b);
+  }
+  for (char* b : held) pool.release(b);
+  char* reused = pool.acquire();
+  EXPECT_TRUE(aligned64(reused));
+  pool.release(reused);
+}
+
+TEST(BufferPool, ReleasingNullIsANoOp) {
+  BufferPool pool(128, 4);
+  pool.release(nullptr);
+  EXPECT_EQ(pool.free_blocks(), 0u);
+  char* b = pool.acquire();
+  EXPECT_NE(b, nullptr);
+  pool.release(b);
+}
+
+}  // namespace
+}  // namespace floodgate
