@@ -26,16 +26,16 @@ struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
     timer.async_wait([self = shared_from_this()](const error_code& ec) {
       if (!ec) self->socket.close();
     });
-    asio::async_read_until(socket, buffer, "\r\n\r\n",
-                           [self = shared_from_this()](const error_code& ec, std::size_t n) {
-                             self->on_read(ec, n);
-                           });
+    asio::async_read_until(
+        socket, buffer, "\r\n\r\n",
+        [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_read(ec, n); });
   }
 
   void on_read(const error_code& ec, std::size_t n) {
     timer.cancel();
     if (ec) {
-      if (ec == asio::error::not_found) respond(431, "Request Header Fields Too Large", "head too large\n");
+      if (ec == asio::error::not_found)
+        respond(431, "Request Header Fields Too Large", "head too large\n");
       return;
     }
     const std::string_view head(static_cast<const char*>(buffer.data().data()), n);
@@ -71,11 +71,12 @@ struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
     out += "Content-Type: " + std::string(type) + "\r\n";
     out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     out += std::string(extra) + "Connection: close\r\n\r\n" + body;
-    asio::async_write(socket, asio::buffer(out), [self = shared_from_this()](const error_code&, std::size_t) {
-      error_code ignored;
-      self->socket.shutdown(asio::socket_base::shutdown_send, ignored);
-      self->socket.close(ignored);
-    });
+    asio::async_write(socket, asio::buffer(out),
+                      [self = shared_from_this()](const error_code&, std::size_t) {
+                        error_code ignored;
+                        self->socket.shutdown(asio::socket_base::shutdown_send, ignored);
+                        self->socket.close(ignored);
+                      });
   }
 
   asio::ip::tcp::socket socket;

@@ -2,14 +2,14 @@
 
 #include <sys/resource.h>
 
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <csignal>
-#include <cstdio>
 #include <spdlog/async.h>
 #include <spdlog/async_logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "admin_server.h"
@@ -24,7 +24,9 @@ namespace floodgate::app {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-const char* version() { return FLOODGATE_VERSION; }
+const char* version() {
+  return FLOODGATE_VERSION;
+}
 
 namespace {
 

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
     case Options::Command::usage_error:
       std::fprintf(stderr, "floodgate: %s\n\n%s", opts.error.c_str(), floodgate::app::usage());
       return 1;
-    case Options::Command::run: break;
+    case Options::Command::run:
+      break;
   }
   return floodgate::app::run(opts.config_path);
 }

@@ -32,26 +32,34 @@ enum class Field {
 
 Field classify(std::string_view n) {
   switch (n.size()) {
-    case 2: return iequals(n, "te") ? Field::te : Field::other;
-    case 3: return iequals(n, "via") ? Field::via : Field::other;
-    case 4: return iequals(n, "host") ? Field::host : Field::other;
-    case 6: return iequals(n, "expect") ? Field::expect : Field::other;
+    case 2:
+      return iequals(n, "te") ? Field::te : Field::other;
+    case 3:
+      return iequals(n, "via") ? Field::via : Field::other;
+    case 4:
+      return iequals(n, "host") ? Field::host : Field::other;
+    case 6:
+      return iequals(n, "expect") ? Field::expect : Field::other;
     case 7:
       if (iequals(n, "trailer")) return Field::trailer;
       return iequals(n, "upgrade") ? Field::upgrade : Field::other;
     case 10:
       if (iequals(n, "connection")) return Field::connection;
       return iequals(n, "keep-alive") ? Field::keep_alive : Field::other;
-    case 12: return iequals(n, "x-request-id") ? Field::x_request_id : Field::other;
-    case 14: return iequals(n, "content-length") ? Field::content_length : Field::other;
-    case 15: return iequals(n, "x-forwarded-for") ? Field::x_forwarded_for : Field::other;
+    case 12:
+      return iequals(n, "x-request-id") ? Field::x_request_id : Field::other;
+    case 14:
+      return iequals(n, "content-length") ? Field::content_length : Field::other;
+    case 15:
+      return iequals(n, "x-forwarded-for") ? Field::x_forwarded_for : Field::other;
     case 16:
       if (iequals(n, "proxy-connection")) return Field::proxy_connection;
       return iequals(n, "x-forwarded-host") ? Field::x_forwarded_host : Field::other;
     case 17:
       if (iequals(n, "transfer-encoding")) return Field::transfer_encoding;
       return iequals(n, "x-forwarded-proto") ? Field::x_forwarded_proto : Field::other;
-    default: return Field::other;
+    default:
+      return Field::other;
   }
 }
 
@@ -163,7 +171,9 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
         // guessed at (request smuggling).
         if (++codings > 1 || !iequals(ascii::trim(value), "chunked")) return Reason::bad_request;
         break;
-      case Field::upgrade: upgrade_field = true; break;
+      case Field::upgrade:
+        upgrade_field = true;
+        break;
       case Field::connection:
         ascii::for_each_token(value, [&](std::string_view t) {
           if (iequals(t, "upgrade")) connection_upgrade = true;
@@ -175,7 +185,8 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
       case Field::x_request_id:
         if (facts.request_id.empty()) facts.request_id = ascii::trim(value);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   // RFC 9112 section 3.2: an HTTP/1.1 request without Host is refused even in absolute-form.
@@ -207,7 +218,8 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
   // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
   out.put("X-Forwarded-For: ");
   for (uint32_t i = 0; have_xff && i < head.field_count(); ++i) {
-    if (classify(head.field_name(i)) == Field::x_forwarded_for) out.put(head.field_value(i)).put(", ");
+    if (classify(head.field_name(i)) == Field::x_forwarded_for)
+      out.put(head.field_value(i)).put(", ");
   }
   out.put(fwd.client_ip).put("\r\n");
   out.put("X-Forwarded-Proto: http\r\n");

@@ -59,7 +59,8 @@ void format_json(fmt::memory_buffer& out, const AccessRecord& r) {
 void format_combined(fmt::memory_buffer& out, const AccessRecord& r) {
   const auto secs = std::chrono::floor<std::chrono::seconds>(r.time);
   auto dash = [](std::string_view s) { return s.empty() ? std::string_view("-") : s; };
-  fmt::format_to(std::back_inserter(out), "{} - - [{:%d/%b/%Y:%H:%M:%S} +0000] \"{} {} HTTP/1.1\" {} {} \"-\" \"-\"",
+  fmt::format_to(std::back_inserter(out),
+                 "{} - - [{:%d/%b/%Y:%H:%M:%S} +0000] \"{} {} HTTP/1.1\" {} {} \"-\" \"-\"",
                  dash(r.client), secs, dash(r.method), dash(r.target), r.status, r.bytes_out);
   fmt::format_to(std::back_inserter(out), " {} {} {:.6f} {} {}", dash(r.upstream), dash(r.backend),
                  std::chrono::duration<double>(r.duration).count(), dash(info(r.reason).name),
@@ -78,7 +79,8 @@ AccessLog::AccessLog(const LogParams& params) : format_(params.access_log_format
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(params.access_log);
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error("log.access_log: cannot open '" + params.access_log + "': " + e.what());
+    throw std::runtime_error("log.access_log: cannot open '" + params.access_log +
+                             "': " + e.what());
   }
   sink->set_pattern("%v");
   pool_ = std::make_shared<spdlog::details::thread_pool>(kQueueLines, 1);
@@ -108,7 +110,9 @@ void AccessLog::write(const AccessRecord& r) {
   logger_->info(std::string_view(line.data(), line.size()));
 }
 
-uint64_t AccessLog::dropped() const { return pool_ ? pool_->overrun_counter() : 0; }
+uint64_t AccessLog::dropped() const {
+  return pool_ ? pool_->overrun_counter() : 0;
+}
 
 void AccessLog::flush() {
   if (logger_) logger_->flush();

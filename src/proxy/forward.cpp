@@ -79,18 +79,18 @@ void Session::send_request_head() {
     // Invite the body now that the request is routed and has a backend.
     continue_sent_ = true;
     client_writing_ = true;
-    asio::async_write(client_, asio::buffer(http::kContinue.data(), http::kContinue.size()),
-                      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
-                                                                         std::size_t n) {
-                        self->client_writing_ = false;
-                        self->bytes_out_ += n;
-                        if (self->closed_) return;
-                        if (ec) {
-                          self->abort_exchange();
-                          return self->close();
-                        }
-                        if (self->cout_len_ > 0) self->do_client_write();
-                      }));
+    asio::async_write(
+        client_, asio::buffer(http::kContinue.data(), http::kContinue.size()),
+        in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+          self->client_writing_ = false;
+          self->bytes_out_ += n;
+          if (self->closed_) return;
+          if (ec) {
+            self->abort_exchange();
+            return self->close();
+          }
+          if (self->cout_len_ > 0) self->do_client_write();
+        }));
   }
   do_backend_read();
   pump_request_body();
@@ -139,7 +139,8 @@ void Session::pump_request_body() {
   if (request_parsed_) {
     request_sent_ = true;
     client_timer_.cancel();
-    if (!response_head_) arm_backend_timer(reactor_.upstream(route_->upstream).upstream->params.response_timeout);
+    if (!response_head_)
+      arm_backend_timer(reactor_.upstream(route_->upstream).upstream->params.response_timeout);
     return;
   }
   // Everything buffered is forwarded: read more body, reusing the space after the head.
@@ -151,12 +152,12 @@ void Session::pump_request_body() {
 void Session::do_backend_write() {
   backend_writing_ = true;
   asio::async_write(conn_->socket, asio::buffer(bout_, bout_len_),
-                    in(backend_write_slot_, [self = Ref<Session>(this), c = conn_](
-                                                const error_code& ec, std::size_t) {
-                      self->backend_writing_ = false;
-                      if (self->closed_ || self->conn_.get() != c.get()) return;
-                      self->on_backend_written(ec);
-                    }));
+                    in(backend_write_slot_,
+                       [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t) {
+                         self->backend_writing_ = false;
+                         if (self->closed_ || self->conn_.get() != c.get()) return;
+                         self->on_backend_written(ec);
+                       }));
 }
 
 void Session::on_backend_written(const error_code& ec) {
@@ -175,12 +176,12 @@ void Session::do_backend_read() {
   conn_->set_read_pending(true);
   conn_->socket.async_read_some(
       asio::buffer(bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_),
-      in(backend_read_slot_, [self = Ref<Session>(this), c = conn_](const error_code& ec,
-                                                                     std::size_t n) {
-        c->set_read_pending(false);
-        if (self->closed_ || self->conn_.get() != c.get()) return;
-        self->on_backend_read(ec, n, nullptr);
-      }));
+      in(backend_read_slot_,
+         [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
+           c->set_read_pending(false);
+           if (self->closed_ || self->conn_.get() != c.get()) return;
+           self->on_backend_read(ec, n, nullptr);
+         }));
 }
 
 void Session::on_backend_read(const error_code& ec, std::size_t n, const char* landing) {
@@ -206,10 +207,13 @@ void Session::process_response() {
   const auto head = conn_->parser.parse_head(bin_len_);
   switch (head) {
     case http::Parser::Result::need_more:
-      if (bin_len_ == BufferLayout::kResponseData) return fail_backend(Reason::upstream_bad_response);
+      if (bin_len_ == BufferLayout::kResponseData)
+        return fail_backend(Reason::upstream_bad_response);
       return do_backend_read();
-    case http::Parser::Result::error: return fail_backend(Reason::upstream_bad_response);
-    default: break;
+    case http::Parser::Result::error:
+      return fail_backend(Reason::upstream_bad_response);
+    default:
+      break;
   }
   const int status = conn_->parser.status();
   if (status < 200 && status != 101) return on_interim_response();
@@ -316,12 +320,12 @@ void Session::do_client_write() {
   client_writing_ = true;
   response_started_ = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
-  asio::async_write(client_, asio::buffer(cout_, cout_len_),
-                    in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
-                                                                       std::size_t n) {
-                      self->client_writing_ = false;
-                      self->on_client_written(ec, n);
-                    }));
+  asio::async_write(
+      client_, asio::buffer(cout_, cout_len_),
+      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+        self->client_writing_ = false;
+        self->on_client_written(ec, n);
+      }));
 }
 
 void Session::on_client_written(const error_code& ec, std::size_t n) {
@@ -386,7 +390,9 @@ void Session::fail_backend(Reason reason) {
   respond(reason);
 }
 
-void Session::abort_exchange() { release_backend(false); }
+void Session::abort_exchange() {
+  release_backend(false);
+}
 
 void Session::release_backend(bool reusable) {
   backend_timer_.cancel();

@@ -36,9 +36,9 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
   id_prefix_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(index) << 56);
   upstreams_.reserve(snapshot_->upstreams.size());
   for (const auto& up : snapshot_->upstreams) {
-    upstreams_.push_back(ReactorUpstream{up.get(), Balancer(up->params.balance, up->weights,
-                                                            id_prefix_ + up->id),
-                                         std::vector<ReactorUpstream::IdleList>(up->backends.size())});
+    upstreams_.push_back(
+        ReactorUpstream{up.get(), Balancer(up->params.balance, up->weights, id_prefix_ + up->id),
+                        std::vector<ReactorUpstream::IdleList>(up->backends.size())});
   }
 }
 

@@ -2,6 +2,7 @@
 // floodgate rejects, finishing a request and keeping the connection alive.
 #include "session.h"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <cstring>
 
@@ -70,13 +71,13 @@ void Session::do_client_read() {
   client_reading_ = true;
   const bool landing = in_ == nullptr || lingering_;
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
-  const auto buf = landing ? asio::buffer(landing_) : asio::buffer(in_data() + in_len_, cap - in_len_);
-  client_.async_read_some(
-      buf, in(client_read_slot_, [self = Ref<Session>(this), landing](const error_code& ec,
-                                                                       std::size_t n) {
-        self->client_reading_ = false;
-        self->on_client_read(ec, n, landing);
-      }));
+  const auto buf =
+      landing ? asio::buffer(landing_) : asio::buffer(in_data() + in_len_, cap - in_len_);
+  client_.async_read_some(buf, in(client_read_slot_, [self = Ref<Session>(this), landing](
+                                                         const error_code& ec, std::size_t n) {
+                            self->client_reading_ = false;
+                            self->on_client_read(ec, n, landing);
+                          }));
 }
 
 void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
@@ -97,9 +98,12 @@ void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) 
     case Phase::idle:
       start_request();
       return parse_head();
-    case Phase::head: return parse_head();
-    case Phase::forwarding: return pump_request_body();
-    default: return;
+    case Phase::head:
+      return parse_head();
+    case Phase::forwarding:
+      return pump_request_body();
+    default:
+      return;
   }
 }
 
@@ -131,8 +135,10 @@ void Session::parse_head() {
         return respond(Reason::header_too_large);
       }
       return do_client_read();
-    case http::Parser::Result::error: return respond(parser_.error_reason());
-    default: return on_head();
+    case http::Parser::Result::error:
+      return respond(parser_.error_reason());
+    default:
+      return on_head();
   }
 }
 
@@ -173,19 +179,19 @@ void Session::respond(Reason reason) {
   reactor_.metrics().generated(reason);
   client_timer_.cancel();
   // The unread rest of a rejected request cannot be told apart from a next request: close.
-  const bool close =
-      http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ || reactor_.draining();
+  const bool close = http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ ||
+                     reactor_.draining();
   std::string_view bytes = http::generated_response(reason, close);
   if (head_request_) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
   phase_ = Phase::generated;
   client_writing_ = true;
   asio::async_write(client_, asio::buffer(bytes.data(), bytes.size()),
-                    in(client_write_slot_, [self = Ref<Session>(this), close](const error_code& ec,
-                                                                             std::size_t n) {
-                      self->client_writing_ = false;
-                      self->bytes_out_ += n;
-                      self->on_generated_written(ec, close);
-                    }));
+                    in(client_write_slot_,
+                       [self = Ref<Session>(this), close](const error_code& ec, std::size_t n) {
+                         self->client_writing_ = false;
+                         self->bytes_out_ += n;
+                         self->on_generated_written(ec, close);
+                       }));
 }
 
 void Session::on_generated_written(const error_code& ec, bool close) {
@@ -222,7 +228,11 @@ void Session::finish_request(bool close_client) {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   in_len_ = in_pos_ = 0;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
-  do_client_read();
+  // Start the next read one reactor iteration later: Asio tries a read at once, and right
+  // after our response the client's next request is rarely there yet (a wasted syscall);
+  // after the reactor has polled once, it usually is.
+  asio::post(reactor_.io(),
+             in(client_read_slot_, [self = Ref<Session>(this)] { self->do_client_read(); }));
 }
 
 void Session::log_request() {

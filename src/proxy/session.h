@@ -154,14 +154,14 @@ class Session : public RefCounted<Session> {
   http::RequestFacts facts_;
   const Route* route_ = nullptr;
   Ref<BackendConn> conn_;
-  InFlight in_flight_;  // this request's count in its backend's process-wide load
+  InFlight in_flight_;    // this request's count in its backend's process-wide load
   int32_t backend_ = -1;  // index in the upstream, -1 before selection
   http::ResponsePlan plan_;
   Reason reason_ = Reason::none;
   int status_ = 0;
-  bool connecting_ = false;        // a new backend connection is being established
-  bool response_head_ = false;     // the final response head has been parsed
-  bool backend_eof_ = false;       // the backend closed its side
+  bool connecting_ = false;     // a new backend connection is being established
+  bool response_head_ = false;  // the final response head has been parsed
+  bool backend_eof_ = false;    // the backend closed its side
   bool last_chunk_written_ = false;
   bool stale_retried_ = false;     // a stale pooled connection was already replaced once
   bool request_sent_ = false;      // the whole request reached the backend

@@ -33,82 +33,82 @@ void Session::start_tunnel() {
   response_started_ = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_writing_ = true;
-  asio::async_write(client_, asio::buffer(cout_, cout_len_),
-                    in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
-                                                                       std::size_t n) {
-                      self->client_writing_ = false;
-                      self->bytes_out_ += n;
-                      if (self->closed_) return;
-                      if (ec) return self->close();
-                      self->cout_len_ = 0;
-                      self->tunnel_backend_to_client();
-                    }));
+  asio::async_write(
+      client_, asio::buffer(cout_, cout_len_),
+      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+        self->client_writing_ = false;
+        self->bytes_out_ += n;
+        if (self->closed_) return;
+        if (ec) return self->close();
+        self->cout_len_ = 0;
+        self->tunnel_backend_to_client();
+      }));
   tunnel_client_to_backend();
 }
 
 void Session::tunnel_client_to_backend() {
   if (closed_) return;
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
-    asio::async_write(conn_->socket, asio::buffer(in_data() + in_pos_, in_len_ - in_pos_),
-                      in(backend_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
-                                                                          std::size_t) {
-                        if (self->closed_) return;
-                        if (ec) return self->close();
-                        self->in_pos_ = self->in_len_ = 0;
-                        self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
-                        self->tunnel_client_to_backend();
-                      }));
+    asio::async_write(
+        conn_->socket, asio::buffer(in_data() + in_pos_, in_len_ - in_pos_),
+        in(backend_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t) {
+          if (self->closed_) return;
+          if (ec) return self->close();
+          self->in_pos_ = self->in_len_ = 0;
+          self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
+          self->tunnel_client_to_backend();
+        }));
     return;
   }
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
-  client_.async_read_some(asio::buffer(in_data(), cap),
-                          in(client_read_slot_, [self = Ref<Session>(this)](const error_code& ec,
-                                                                            std::size_t n) {
-                            if (self->closed_) return;
-                            if (ec == asio::error::eof) {
-                              error_code ignored;
-                              self->conn_->socket.shutdown(asio::socket_base::shutdown_send, ignored);
-                              return self->tunnel_half_closed();
-                            }
-                            if (ec) return self->close();
-                            self->bytes_in_ += n;
-                            self->in_pos_ = 0;
-                            self->in_len_ = n;
-                            self->tunnel_client_to_backend();
-                          }));
+  client_.async_read_some(
+      asio::buffer(in_data(), cap),
+      in(client_read_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+        if (self->closed_) return;
+        if (ec == asio::error::eof) {
+          error_code ignored;
+          self->conn_->socket.shutdown(asio::socket_base::shutdown_send, ignored);
+          return self->tunnel_half_closed();
+        }
+        if (ec) return self->close();
+        self->bytes_in_ += n;
+        self->in_pos_ = 0;
+        self->in_len_ = n;
+        self->tunnel_client_to_backend();
+      }));
 }
 
 void Session::tunnel_backend_to_client() {
   if (closed_) return;
   if (bin_len_ > 0) {
     client_writing_ = true;
-    asio::async_write(client_, asio::buffer(bin_data(), bin_len_),
-                      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec,
-                                                                         std::size_t n) {
-                        self->client_writing_ = false;
-                        self->bytes_out_ += n;
-                        if (self->closed_) return;
-                        if (ec) return self->close();
-                        self->bin_len_ = 0;
-                        self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
-                        self->tunnel_backend_to_client();
-                      }));
+    asio::async_write(
+        client_, asio::buffer(bin_data(), bin_len_),
+        in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
+          self->client_writing_ = false;
+          self->bytes_out_ += n;
+          if (self->closed_) return;
+          if (ec) return self->close();
+          self->bin_len_ = 0;
+          self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
+          self->tunnel_backend_to_client();
+        }));
     return;
   }
   conn_->socket.async_read_some(
       asio::buffer(bin_data(), BufferLayout::kResponseData),
-      in(backend_read_slot_, [self = Ref<Session>(this), c = conn_](const error_code& ec,
-                                                                     std::size_t n) {
-        if (self->closed_ || self->conn_.get() != c.get()) return;
-        if (ec == asio::error::eof) {
-          error_code ignored;
-          self->client_.shutdown(asio::socket_base::shutdown_send, ignored);
-          return self->tunnel_half_closed();
-        }
-        if (ec) return self->close();
-        self->bin_len_ = n;
-        self->tunnel_backend_to_client();
-      }));
+      in(backend_read_slot_,
+         [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
+           if (self->closed_ || self->conn_.get() != c.get()) return;
+           if (ec == asio::error::eof) {
+             error_code ignored;
+             self->client_.shutdown(asio::socket_base::shutdown_send, ignored);
+             return self->tunnel_half_closed();
+           }
+           if (ec) return self->close();
+           self->bin_len_ = n;
+           self->tunnel_backend_to_client();
+         }));
 }
 
 void Session::tunnel_half_closed() {

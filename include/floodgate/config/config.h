@@ -28,8 +28,8 @@ struct Diagnostic {
   enum class Severity { error, warning };
   Severity severity = Severity::error;
   std::string file;
-  int line = 0;    // 1-based; 0 when the problem has no position (e.g. unreadable file)
-  int column = 0;  // 1-based
+  int line = 0;         // 1-based; 0 when the problem has no position (e.g. unreadable file)
+  int column = 0;       // 1-based
   std::string path;     // key path, e.g. "upstreams[0].balance"
   std::string message;  // says what is wrong and how to fix it
 };

@@ -8,7 +8,9 @@
 
 namespace floodgate::ascii {
 
-constexpr char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+constexpr char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
 
 constexpr bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -18,7 +20,9 @@ constexpr bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-constexpr bool is_space(char c) { return c == ' ' || c == '\t'; }
+constexpr bool is_space(char c) {
+  return c == ' ' || c == '\t';
+}
 
 constexpr std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);

@@ -50,6 +50,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
     {"upstream_timeout", 504, "Gateway Timeout", "the backend did not respond in time"},
 }};
 
-constexpr const ReasonInfo& info(Reason r) { return kReasons[static_cast<std::size_t>(r)]; }
+constexpr const ReasonInfo& info(Reason r) {
+  return kReasons[static_cast<std::size_t>(r)];
+}
 
 }  // namespace floodgate

@@ -65,9 +65,7 @@ class Parser {
   template <class Sink>
   Result parse_body(const char* p, std::size_t n, std::size_t& consumed, Sink& sink) {
     sink_ = &sink;
-    sink_fn_ = [](void* s, const char* at, std::size_t len) {
-      (*static_cast<Sink*>(s))(at, len);
-    };
+    sink_fn_ = [](void* s, const char* at, std::size_t len) { (*static_cast<Sink*>(s))(at, len); };
     return run_body(p, n, consumed);
   }
 

@@ -64,7 +64,9 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
                          Writer& out);
 
 // Chunked framing around `n` bytes of data (RFC 9112 section 7.1).
-inline void write_chunk_header(std::size_t n, Writer& out) { out.hex(n).put("\r\n"); }
+inline void write_chunk_header(std::size_t n, Writer& out) {
+  out.hex(n).put("\r\n");
+}
 inline constexpr std::string_view kChunkEnd = "\r\n";
 inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
 

@@ -15,14 +15,14 @@ using Millis = std::chrono::milliseconds;
 
 struct ServerParams {
   std::vector<Endpoint> listen{Endpoint{"127.0.0.1", 8080, "127.0.0.1:8080"}};
-  unsigned workers = 0;              // 0 = one reactor per core
+  unsigned workers = 0;               // 0 = one reactor per core
   uint32_t max_header_bytes = 16384;  // header section (field lines + final CRLF) -> 431
-  uint32_t max_headers = 128;        // header field count -> 431
-  uint32_t max_uri_bytes = 8192;     // request-target bytes -> 414
-  uint64_t max_body_bytes = 0;       // 0 = unlimited -> 413
-  Millis header_timeout{10'000};     // first byte of a head until the head is complete -> 408
-  Millis idle_timeout{60'000};       // idle keep-alive client connection
-  Millis drain_timeout{30'000};      // SIGTERM: finish in-flight requests for at most this long
+  uint32_t max_headers = 128;         // header field count -> 431
+  uint32_t max_uri_bytes = 8192;      // request-target bytes -> 414
+  uint64_t max_body_bytes = 0;        // 0 = unlimited -> 413
+  Millis header_timeout{10'000};      // first byte of a head until the head is complete -> 408
+  Millis idle_timeout{60'000};        // idle keep-alive client connection
+  Millis drain_timeout{30'000};       // SIGTERM: finish in-flight requests for at most this long
 };
 
 struct AdminParams {

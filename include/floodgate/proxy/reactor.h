@@ -8,10 +8,10 @@
 // other state is touched only on the reactor thread.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -116,8 +116,8 @@ class Reactor {
   bool stopped_ = false;
   uint64_t id_prefix_ = 0;
   uint64_t id_counter_ = 0;
-  std::atomic<uint64_t> cut_requests_{0};   // read by the main thread after join
-  std::atomic<std::size_t> in_flight_{0};   // read by the main thread while draining
+  std::atomic<uint64_t> cut_requests_{0};  // read by the main thread after join
+  std::atomic<std::size_t> in_flight_{0};  // read by the main thread while draining
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

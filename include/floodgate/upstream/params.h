@@ -23,7 +23,7 @@ struct UpstreamParams {
   Balance balance = Balance::round_robin;
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds response_timeout{30'000};  // request sent -> response head received
-  uint32_t keepalive = 32;                             // idle pooled connections per backend per reactor
+  uint32_t keepalive = 32;  // idle pooled connections per backend per reactor
   std::chrono::milliseconds keepalive_timeout{60'000};
 };
 

@@ -1,0 +1,389 @@
+"""The processes floodgate's benchmarks run: one loopback nginx backend and the proxies in
+front of it (floodgate, HAProxy, nginx), with comparable configurations.
+
+Used by compare.py and profile.sh (through the `config` command below). Everything lives in
+one temporary directory (configs, pid files, logs); ports are unused ports in 20000-32767, below
+the kernel's ephemeral range so that client source ports never collide with them.
+
+Fairness rules shared by every proxy: one worker/thread, no access log, keep-alive on both
+sides with up to KEEPALIVE idle backend connections, no limit on requests per connection,
+idle timeouts long enough for the idle-connection test. With forward_headers=True, HAProxy and
+nginx also add the headers floodgate always adds (X-Forwarded-For/-Proto/-Host, Via,
+X-Request-Id), so the per-request header work is the same on every proxy.
+
+Contract: a Stack owns every process it starts; Stack.stop() (also run by `with`) stops them
+all, first with SIGTERM, then SIGKILL to the process group it created. Not thread-safe.
+"""
+
+import os
+import random
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+BODY = "hello, world\n"          # the backend's fixed response body
+KEEPALIVE = 64                   # idle backend connections per proxy
+IDLE_TIMEOUT_S = 300             # client keep-alive timeout on every proxy
+PROXIES = ("floodgate", "haproxy", "nginx")
+TARGETS = PROXIES + ("direct",)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def nofile_hard():
+    import resource
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+def unused_port(taken=()):
+    """A port in 20000-32767 that nothing listens on now (checked by binding it)."""
+    for _ in range(200):
+        port = random.randint(20000, 32767)
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no unused port found in 20000-32767")
+
+
+# --- configurations ------------------------------------------------------------------------
+
+def _nginx_common(d, name, nofile):
+    temp = "\n".join(f"    {k}_temp_path {d}/{name}-temp/{k};"
+                     for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    return f"""daemon off;
+master_process on;
+worker_processes 1;
+pid {d}/{name}.pid;
+error_log {d}/{name}-error.log warn;
+worker_rlimit_nofile {nofile};
+events {{ worker_connections {nofile - 100}; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout {IDLE_TIMEOUT_S}s;
+{temp}
+"""
+
+
+def backend_config(d, port, nofile):
+    return _nginx_common(d, "backend", nofile) + f"""    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{
+            default_type text/plain;
+            return 200 "{BODY.encode('unicode_escape').decode()}";
+        }}
+    }}
+}}
+"""
+
+
+def nginx_proxy_config(d, port, backend_port, nofile, forward_headers):
+    extra = ""
+    if forward_headers:
+        extra = """            proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+            proxy_set_header Via "1.1 nginx";
+            proxy_set_header X-Request-Id $request_id;
+"""
+    return _nginx_common(d, "nginx", nofile) + f"""    upstream backend {{
+        server 127.0.0.1:{backend_port};
+        keepalive {KEEPALIVE};
+        keepalive_requests 1000000;
+        keepalive_timeout {IDLE_TIMEOUT_S}s;
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+{extra}        }}
+    }}
+}}
+"""
+
+
+def haproxy_config(port, backend_port, nofile, forward_headers):
+    # maxconn must admit the idle-connection test; HAProxy reserves 2 fds per connection, so
+    # with a low hard fd limit it would refuse to start: "no strict-limits" makes that a warning.
+    maxconn = max(1000, nofile - 500)
+    extra = ""
+    if forward_headers:
+        extra = """    option forwardfor
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    http-request add-header Via "1.1 haproxy"
+    unique-id-format %{+X}o\\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
+    unique-id-header X-Request-Id
+"""
+    return f"""global
+    nbthread 1
+    maxconn {maxconn}
+    no strict-limits
+
+defaults
+    mode http
+    maxconn {maxconn}
+    timeout connect 5s
+    timeout client {IDLE_TIMEOUT_S}s
+    timeout server 30s
+    timeout http-request 10s
+    timeout http-keep-alive {IDLE_TIMEOUT_S}s
+    option http-keep-alive
+    http-reuse always
+
+frontend fe
+    bind 127.0.0.1:{port}
+{extra}    default_backend be
+
+backend be
+    server s1 127.0.0.1:{backend_port} pool-max-conn {KEEPALIVE}
+"""
+
+
+def floodgate_config(port, admin_port, backend_port):
+    return f"""[server]
+listen = ["127.0.0.1:{port}"]
+workers = 1
+idle_timeout = "{IDLE_TIMEOUT_S}s"
+
+[admin]
+listen = "127.0.0.1:{admin_port}"
+
+[log]
+level = "warn"
+access_log = "off"
+
+[[upstreams]]
+name = "backend"
+servers = ["127.0.0.1:{backend_port}"]
+keepalive = {KEEPALIVE}
+keepalive_timeout = "{IDLE_TIMEOUT_S}s"
+
+[[routes]]
+host = "*"
+path_prefix = "/"
+upstream = "backend"
+"""
+
+
+def write_config(kind, d, port, backend_port, floodgate_bin="", forward_headers=False,
+                 taken=()):
+    """Writes KIND's configuration into directory D; returns the argv that runs it in the
+    foreground. KIND is "backend" or one of PROXIES."""
+    nofile = nofile_hard()
+    if kind in ("backend", "nginx"):
+        text = (backend_config(d, port, nofile) if kind == "backend"
+                else nginx_proxy_config(d, port, backend_port, nofile, forward_headers))
+        os.makedirs(f"{d}/{kind}-temp", exist_ok=True)
+        path = f"{d}/{kind}.conf"
+        argv = ["nginx", "-p", f"{d}/", "-e", f"{d}/{kind}-error.log", "-c", path]
+    elif kind == "haproxy":
+        text = haproxy_config(port, backend_port, nofile, forward_headers)
+        path = f"{d}/haproxy.cfg"
+        argv = ["haproxy", "-db", "-f", path]
+    elif kind == "floodgate":
+        admin = unused_port(taken=set(taken) | {port, backend_port})
+        text = floodgate_config(port, admin, backend_port)
+        path = f"{d}/floodgate.toml"
+        argv = [floodgate_bin, "-c", path]
+    else:
+        raise ValueError(f"unknown target {kind!r}")
+    with open(path, "w") as f:
+        f.write(text)
+    return argv
+
+
+# --- /proc ----------------------------------------------------------------------------------
+
+def process_tree(pid):
+    """PID and all its descendants (nginx master + worker, valgrind children...)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    return tree
+
+
+def cpu_seconds(pids):
+    """utime+stime of PIDS (all threads of each), in seconds; vanished pids count 0."""
+    ticks = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])   # fields 14 and 15 of stat(5)
+        except (OSError, IndexError, ValueError):
+            pass
+    return ticks / CLK_TCK
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+# --- processes ------------------------------------------------------------------------------
+
+def http_get_ok(port, timeout=1.0):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            data = b""
+            while len(data) < 12:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+@dataclass
+class Target:
+    name: str
+    port: int
+    proc: subprocess.Popen = None      # None for "direct"
+    log: str = ""
+    pids: list = field(default_factory=list)
+
+    def refresh_pids(self):
+        if self.proc is not None:
+            self.pids = process_tree(self.proc.pid)
+        return self.pids
+
+
+class Stack:
+    def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False):
+        self.dir = tempfile.mkdtemp(prefix="floodgate-bench-")
+        os.chmod(self.dir, 0o755)      # nginx workers run as nobody when started by root
+        self.floodgate_bin = floodgate_bin
+        self.forward_headers = forward_headers
+        self.taskset = taskset or {}   # target name or "backend" -> CPU list for taskset -c
+        self.keep_dir = keep_dir
+        self.targets = {}
+        self._ports = set()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _port(self):
+        port = unused_port(self._ports)
+        self._ports.add(port)
+        return port
+
+    def start(self, kind, wrapper=(), ready_timeout=15.0):
+        """Starts KIND ("backend", "direct" or a proxy) and waits until it answers 200."""
+        if kind == "direct":
+            self.targets[kind] = Target(kind, self.targets["backend"].port)
+            return self.targets[kind]
+        port = self._port()
+        backend_port = self.targets["backend"].port if kind != "backend" else 0
+        argv = write_config(kind, self.dir, port, backend_port, self.floodgate_bin,
+                            self.forward_headers, self._ports)
+        cpus = self.taskset.get(kind)
+        argv = (["taskset", "-c", cpus] if cpus else []) + list(wrapper) + argv
+        log = f"{self.dir}/{kind}.out"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                    start_new_session=True)
+        target = Target(kind, port, proc, log)
+        self.targets[kind] = target
+        deadline = time.monotonic() + ready_timeout
+        while not http_get_ok(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} did not start ({shlex.join(argv)}):\n"
+                                   + tail(log))
+            time.sleep(0.05)
+        time.sleep(0.2)                 # let nginx workers finish starting
+        target.refresh_pids()
+        return target
+
+    def stop(self):
+        for target in reversed(list(self.targets.values())):
+            if target.proc is not None and target.proc.poll() is None:
+                target.proc.send_signal(signal.SIGTERM)
+        for target in reversed(list(self.targets.values())):
+            if target.proc is None:
+                continue
+            try:
+                target.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            try:                        # leftovers of the group this Stack created
+                os.killpg(target.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                target.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.targets.clear()
+        if not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def tail(path, lines=20):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def exit_on_signals():
+    """Turns SIGTERM/SIGHUP into SystemExit so `with Stack()` cleans up (SIGINT already is)."""
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def main(argv):
+    """`targets.py config KIND DIR PORT BACKEND_PORT [FLOODGATE_BIN]`: writes KIND's config
+    into DIR and prints the shell-quoted command that runs it (used by profile.sh)."""
+    if len(argv) < 5 or argv[0] != "config":
+        sys.exit(main.__doc__)
+    kind, d, port, backend_port = argv[1], argv[2], int(argv[3]), int(argv[4])
+    floodgate_bin = argv[5] if len(argv) > 5 else ""
+    os.makedirs(d, exist_ok=True)
+    print(shlex.join(write_config(kind, d, port, backend_port, floodgate_bin)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
