@@ -65,8 +65,8 @@ struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
     respond(200, "OK", std::move(body), "", "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  void respond(int status, std::string_view phrase, std::string body, std::string_view extra = "",
-               std::string_view type = "text/plain; charset=utf-8") {
+  void respond(int status, std::string_view phrase, const std::string& body,
+               std::string_view extra = "", std::string_view type = "text/plain; charset=utf-8") {
     out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase) + "\r\n";
     out += "Content-Type: " + std::string(type) + "\r\n";
     out += "Content-Length: " + std::to_string(body.size()) + "\r\n";

@@ -66,7 +66,7 @@ asio::ip::tcp::endpoint Reactor::listen(const asio::ip::tcp::endpoint& at) {
   }
   acceptor.bind(at);
   acceptor.listen(asio::socket_base::max_listen_connections);
-  const auto bound = acceptor.local_endpoint();
+  auto bound = acceptor.local_endpoint();
   acceptors_.push_back(std::move(acceptor));
   return bound;
 }

@@ -23,6 +23,8 @@ What it answers is chosen per request by path (see ``Backend._dispatch``):
   /bad-chunk                     chunked response whose second chunk-size line is garbage
   /malformed                     a garbage status line
   /malformed-header              a valid status line, then a header line without a colon
+  /drop-next                      200 keep-alive; the NEXT request on this connection is read,
+                                 marked dropped, and the connection closed without an answer
   /close-after-response          a response with Connection: close, then the backend closes
   /ws                            101 Switching Protocols to Upgrade: websocket, then echoes bytes
   /big?bytes=N                   a body of N pattern bytes (see big_body), streamed
@@ -83,6 +85,7 @@ class RecordedRequest:
         self.trailers = []
         self.complete = False
         self.aborted = False
+        self.dropped = False  # closed by the backend without an answer (/drop-next)
 
     @property
     def path(self):
@@ -282,11 +285,18 @@ class Backend:
         sock.settimeout(IO_TIMEOUT)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Conn(sock)
+        drop_next = False
         try:
             while True:
                 rec = self._read_request(conn, conn_id)
                 if rec is None:
                     break
+                if drop_next:  # the keep-alive connection "timed out" just as it was reused
+                    with self.cond:
+                        rec.dropped = True
+                        self.cond.notify_all()
+                    break
+                drop_next = rec.path == "/drop-next"
                 keep = self._dispatch(conn, rec)
                 if not keep:
                     break

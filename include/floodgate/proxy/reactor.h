@@ -130,7 +130,7 @@ struct BufferLayout {
     // The whole head must fit (request line + header section), plus room to stream a body.
     return p.max_uri_bytes + p.max_header_bytes + 64 * 1024;
   }
-  static constexpr std::size_t kResponseData = 64 * 1024;
+  static constexpr std::size_t kResponseData = std::size_t{64} * 1024;
 };
 
 }  // namespace floodgate::proxy
