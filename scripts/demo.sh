@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_BENCH=OFF >/dev/null
 cmake --build build -j "$(nproc)" --target floodgate
 python3 scripts/demo-backend.py 127.0.0.1:9000 127.0.0.1:9001 &
 backend=$!

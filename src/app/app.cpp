@@ -14,6 +14,7 @@
 
 #include "admin_server.h"
 #include "floodgate/config/config.h"
+#include "floodgate/core/handler_slot.h"
 #include "floodgate/metrics/prometheus.h"
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/reactor.h"
@@ -198,6 +199,11 @@ class Process {
     w.header("floodgate_access_log_dropped_total",
              "Access log lines dropped because the log queue was full.", MetricType::counter);
     w.sample("floodgate_access_log_dropped_total", {}, access_log_.dropped());
+    w.header("floodgate_handler_heap_allocations_total",
+             "Asynchronous operations whose memory did not fit their connection's in-object "
+             "slot and came from the heap; stays 0 on the steady-state request path.",
+             MetricType::counter);
+    w.sample("floodgate_handler_heap_allocations_total", {}, HandlerSlot::heap_fallbacks());
   }
 
   std::shared_ptr<const proxy::Snapshot> snapshot_;

@@ -125,7 +125,6 @@ void Session::start_request() {
   body_bytes_ = bytes_out_ = 0;
   bytes_in_ = in_len_;
   request_id_view_ = {};
-  reactor_.request_started();
 }
 
 void Session::parse_head() {
@@ -208,7 +207,6 @@ void Session::on_generated_written(const error_code& ec, bool close) {
 void Session::finish_request(bool close_client) {
   if (phase_ == Phase::idle || phase_ == Phase::closing) return;
   log_request();
-  reactor_.request_ended();
   if (conn_) release_backend(false);
   reactor_.response_buffers().release(std::exchange(bin_, nullptr));
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
@@ -318,7 +316,6 @@ void Session::close() {
   if (phase_ == Phase::forwarding || phase_ == Phase::tunnel || phase_ == Phase::generated) {
     log_request();  // cut short: logged with the status it had (0 = no response was sent)
   }
-  if (phase_ != Phase::idle && phase_ != Phase::closing) reactor_.request_ended();
   phase_ = Phase::closing;
   client_timer_.cancel();
   backend_timer_.cancel();

@@ -50,6 +50,33 @@ class Observability(FloodgateTestCase):
         self.assertRegex(m.text, r'floodgate_request_duration_seconds_bucket\{[^}]*le="\+Inf"')
 
     # --- counters move ----------------------------------------------------------------------
+    def test_keep_alive_traffic_never_takes_handler_memory_from_the_heap(self):
+        """The request path's asynchronous operations live in per-connection slots."""
+        import threading
+        errors = []
+
+        def client(n):
+            try:
+                with self.fg.conn() as c:
+                    for i in range(15):
+                        if i % 3 == 0:
+                            r = c.request("POST", "/echo?slot-%d-%d" % (n, i), host="app.test",
+                                          body=b"x" * 3000)
+                        else:
+                            r = c.request("GET", "/echo?slot-%d-%d" % (n, i), host="app.test")
+                        if r.status != 200:
+                            errors.append(r)
+            except Exception as e:  # reported below, with the counter
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(self.metric("floodgate_handler_heap_allocations_total"), 0)
+
     def test_requests_total_counts_by_upstream_and_class(self):
         before = self.metric("floodgate_requests_total", upstream="app", **{"class": "2xx"})
         for i in range(3):

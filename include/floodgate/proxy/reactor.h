@@ -60,7 +60,6 @@ class Reactor {
 
   const ReactorMetrics& metrics() const { return metrics_; }
   uint64_t cut_requests() const { return cut_requests_.load(std::memory_order_relaxed); }
-  std::size_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   // True once the reactor thread has ended (after drain or force_close).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
 
@@ -80,8 +79,6 @@ class Reactor {
   // Session registry (for draining and forced close).
   void add_session(Session& s);
   void remove_session(Session& s);
-  void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
-  void request_ended() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
 
   // Idle keep-alive pool.
   Ref<BackendConn> take_idle(uint32_t upstream, uint32_t backend);
@@ -117,7 +114,6 @@ class Reactor {
   uint64_t id_prefix_ = 0;
   uint64_t id_counter_ = 0;
   std::atomic<uint64_t> cut_requests_{0};  // read by the main thread after join
-  std::atomic<std::size_t> in_flight_{0};  // read by the main thread while draining
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };
