@@ -77,7 +77,6 @@ void Session::send_request_head() {
   if (facts_.expect_continue && !request_parsed_ && in_pos_ == in_len_ &&
       parser_.http_minor() >= 1) {
     // Invite the body now that the request is routed and has a backend.
-    continue_sent_ = true;
     client_writing_ = true;
     asio::async_write(
         client_, asio::buffer(http::kContinue.data(), http::kContinue.size()),
@@ -86,7 +85,6 @@ void Session::send_request_head() {
           self->bytes_out_ += n;
           if (self->closed_) return;
           if (ec) {
-            self->abort_exchange();
             return self->close();
           }
           if (self->cout_len_ > 0) self->do_client_write();
@@ -164,7 +162,6 @@ void Session::on_backend_written(const error_code& ec) {
   if (ec) {
     if (retry_stale_connection()) return;
     if (!response_started_) return fail_backend(Reason::upstream_reset);
-    abort_exchange();
     return close();
   }
   bout_len_ = 0;
@@ -193,7 +190,6 @@ void Session::on_backend_read(const error_code& ec, std::size_t n, const char* l
   }
   if (ec) {
     if (!response_head_) return fail_backend(Reason::upstream_reset);
-    abort_exchange();
     return close();
   }
   if (landing != nullptr) std::memcpy(bin_data() + bin_len_, landing, n);
@@ -293,7 +289,6 @@ void Session::pump_response_body() {
         cout_len_ = 0;
         return fail_backend(Reason::upstream_bad_response);
       }
-      abort_exchange();
       return close();  // never present a truncated or corrupt body as complete
     }
     if (r == http::Parser::Result::message_done) {
@@ -333,7 +328,6 @@ void Session::on_client_written(const error_code& ec, std::size_t n) {
   if (closed_) return;
   client_timer_.cancel();
   if (ec) {
-    abort_exchange();
     return close();
   }
   cout_len_ = 0;
@@ -390,10 +384,6 @@ void Session::fail_backend(Reason reason) {
   respond(reason);
 }
 
-void Session::abort_exchange() {
-  release_backend(false);
-}
-
 void Session::release_backend(bool reusable) {
   backend_timer_.cancel();
   connecting_ = false;
@@ -414,8 +404,7 @@ void Session::on_backend_timeout() {
   if (connecting_) return fail_backend(Reason::upstream_connect_timeout);
   if (!response_head_) return fail_backend(Reason::upstream_timeout);
   if (route_ != nullptr) reactor_.metrics().timeout(route_->upstream);
-  abort_exchange();  // the backend stalled mid-body: the client must see a short body
-  close();
+  close();  // the backend stalled mid-body: the client must see a short body
 }
 
 }  // namespace floodgate::proxy

@@ -83,11 +83,7 @@ void Session::do_client_read() {
 void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
   if (closed_) return;
   if (lingering_) return ec ? close() : do_client_read();  // discard until the client closes
-  if (ec) {
-    // The client went away. Mid-request, the exchange is abandoned.
-    if (phase_ == Phase::forwarding && !response_done_) abort_exchange();
-    return close();
-  }
+  if (ec) return close();  // the client went away; a request in progress is abandoned
   if (landing) {
     if (in_ == nullptr) in_ = reactor_.request_buffers().acquire();
     std::memcpy(in_data() + in_len_, landing_, n);
@@ -121,7 +117,7 @@ void Session::start_request() {
   status_ = 0;
   request_sent_ = request_parsed_ = response_started_ = response_done_ = false;
   connecting_ = response_head_ = backend_eof_ = last_chunk_written_ = stale_retried_ = false;
-  continue_sent_ = head_request_ = false;
+  head_request_ = false;
   body_bytes_ = bytes_out_ = 0;
   bytes_in_ = in_len_;
   request_id_view_ = {};
@@ -292,7 +288,6 @@ void Session::on_client_timeout() {
     case Phase::generated:
       return close();
     case Phase::forwarding:  // the client stalled sending its body or reading the response
-      abort_exchange();
       return close();
   }
 }
@@ -305,7 +300,6 @@ void Session::drain() {
 bool Session::force_close() {
   const bool cut = phase_ != Phase::idle && phase_ != Phase::closing;
   Ref<Session> keep(this);
-  if (cut) abort_exchange();
   close();
   return cut;
 }
@@ -319,7 +313,7 @@ void Session::close() {
   phase_ = Phase::closing;
   client_timer_.cancel();
   backend_timer_.cancel();
-  if (conn_) release_backend(false);
+  release_backend(false);  // an exchange in progress is abandoned, never pooled
   error_code ec;
   client_.close(ec);
   // Buffers go back to the pool when the last pending completion releases the session.

@@ -87,7 +87,6 @@ class Session : public RefCounted<Session> {
   void on_client_written(const boost::system::error_code& ec, std::size_t n);
   void on_backend_eof();
   void fail_backend(Reason reason);
-  void abort_exchange();
   void release_backend(bool reusable);
   void finish_response();
   bool retry_stale_connection();
@@ -168,7 +167,6 @@ class Session : public RefCounted<Session> {
   bool request_parsed_ = false;    // the parser saw the end of the request message
   bool response_started_ = false;  // bytes of the response went to the client
   bool response_done_ = false;
-  bool continue_sent_ = false;
   bool head_request_ = false;
   uint64_t body_bytes_ = 0;
   uint64_t bytes_in_ = 0;
