@@ -1,7 +1,6 @@
 // The backend side of a Session: selecting a backend, connecting or reusing a pooled
 // connection, forwarding the request (head, then the body as it arrives) and streaming the
 // response back, re-framed as plan_response() decided.
-#include <boost/asio/connect.hpp>
 #include <boost/asio/write.hpp>
 #include <cstring>
 
@@ -42,20 +41,14 @@ void Session::connect_backend(uint32_t backend) {
   conn_->owner = Ref<Session>(this);
   connecting_ = true;
   arm_backend_timer(up.params.connect_timeout);
-  conn_->socket.async_connect(
-      up.backends[backend]->endpoint,
-      in(backend_write_slot_, [self = Ref<Session>(this), c = conn_](const error_code& ec) {
-        if (self->closed_ || self->conn_.get() != c.get()) return;
-        self->on_connected(ec);
-      }));
+  conn_->connect(up.backends[backend]->endpoint,
+                 [](Session& s, const error_code& ec, std::size_t) { s.on_connected(ec); });
 }
 
 void Session::on_connected(const error_code& ec) {
   connecting_ = false;
   backend_timer_.cancel();
   if (ec) return fail_backend(Reason::upstream_connect_failed);
-  error_code ignored;
-  conn_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   send_request_head();
 }
 
@@ -149,13 +142,10 @@ void Session::pump_request_body() {
 
 void Session::do_backend_write() {
   backend_writing_ = true;
-  asio::async_write(conn_->socket, asio::buffer(bout_, bout_len_),
-                    in(backend_write_slot_,
-                       [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t) {
-                         self->backend_writing_ = false;
-                         if (self->closed_ || self->conn_.get() != c.get()) return;
-                         self->on_backend_written(ec);
-                       }));
+  conn_->write(bout_, bout_len_, [](Session& s, const error_code& ec, std::size_t) {
+    s.backend_writing_ = false;
+    s.on_backend_written(ec);
+  });
 }
 
 void Session::on_backend_written(const error_code& ec) {
@@ -169,19 +159,13 @@ void Session::on_backend_written(const error_code& ec) {
 }
 
 void Session::do_backend_read() {
-  if (conn_->read_pending()) return;  // a landing read from the pool delivers to us
-  conn_->set_read_pending(true);
-  conn_->socket.async_read_some(
-      asio::buffer(bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_),
-      in(backend_read_slot_,
-         [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
-           c->set_read_pending(false);
-           if (self->closed_ || self->conn_.get() != c.get()) return;
-           self->on_backend_read(ec, n, nullptr);
-         }));
+  if (conn_->reading()) return;
+  conn_->read_some(
+      bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_,
+      [](Session& s, const error_code& ec, std::size_t n) { s.on_backend_read(ec, n); });
 }
 
-void Session::on_backend_read(const error_code& ec, std::size_t n, const char* landing) {
+void Session::on_backend_read(const error_code& ec, std::size_t n) {
   if (closed_ || !conn_) return;
   if (ec && retry_stale_connection()) return;
   if (ec == asio::error::eof) {
@@ -192,7 +176,6 @@ void Session::on_backend_read(const error_code& ec, std::size_t n, const char* l
     if (!response_head_) return fail_backend(Reason::upstream_reset);
     return close();
   }
-  if (landing != nullptr) std::memcpy(bin_data() + bin_len_, landing, n);
   bin_len_ += n;
   if (response_head_) backend_timer_.cancel();
   process_response();
@@ -354,7 +337,8 @@ bool Session::retry_stale_connection() {
   stale_retried_ = true;
   Ref<BackendConn> stale = std::move(conn_);
   stale->owner = Ref<Session>();
-  stale->close();
+  stale->close();  // drops its pending operations
+  backend_writing_ = false;
   backend_timer_.cancel();
   bout_len_ = 0;
   request_sent_ = false;
@@ -391,6 +375,8 @@ void Session::release_backend(bool reusable) {
   if (!conn_) return;
   Ref<BackendConn> c = std::move(conn_);
   c->owner = Ref<Session>();
+  c->drop_pending();  // nobody waits for them any more
+  backend_writing_ = false;
   if (reusable && !reactor_.draining()) {
     c->reused = true;
     reactor_.put_idle(*c);

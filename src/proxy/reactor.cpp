@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend_conn.h"
+#include "poller.h"
 #include "session.h"
 
 namespace floodgate::proxy {
@@ -23,6 +24,7 @@ std::size_t block_size(std::size_t fields, std::size_t data) {
 
 Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log)
     : index_(index),
+      poller_(std::make_unique<Poller>(io_)),
       snapshot_(std::move(snapshot)),
       access_log_(access_log),
       tick_(io_),
@@ -152,7 +154,7 @@ Ref<BackendConn> Reactor::take_idle(uint32_t upstream, uint32_t backend) {
 void Reactor::put_idle(BackendConn& c) {
   ReactorUpstream& ru = upstreams_[c.upstream];
   ReactorUpstream::IdleList& list = ru.idle[c.backend];
-  if (list.count >= ru.upstream->params.keepalive || draining_) {
+  if (list.count >= ru.upstream->params.keepalive || draining_ || !c.quiet()) {
     c.close();
     return;
   }
@@ -165,7 +167,6 @@ void Reactor::put_idle(BackendConn& c) {
   ++list.count;
   wheel_.schedule(c.idle_timer,
                   std::chrono::steady_clock::now() + ru.upstream->params.keepalive_timeout);
-  c.read_into_landing();
 }
 
 void Reactor::remove_idle(BackendConn& c) {
@@ -235,6 +236,7 @@ void Reactor::maybe_finish() {
   if (!draining_ || session_count_ != 0 || stopped_) return;
   stopped_ = true;
   tick_.cancel();
+  poller_->stop();
 }
 
 }  // namespace floodgate::proxy

@@ -2,7 +2,8 @@
 // floodgate rejects, finishing a request and keeping the connection alive.
 #include "session.h"
 
-#include <boost/asio/post.hpp>
+#include <sys/epoll.h>
+
 #include <boost/asio/write.hpp>
 #include <cstring>
 
@@ -55,7 +56,19 @@ void Session::release_buffers() {
 void Session::start() {
   // A connection that never sends a byte is closed silently after header_timeout.
   arm_client_timer(reactor_.snapshot().server.header_timeout);
+  // Without readiness reports every read is simply tried (client_readable_ stays true).
+  if (reactor_.poller().add(client_.native_handle(), *this) != 0) client_peer_closed_ = true;
   do_client_read();
+}
+
+void Session::on_poll(uint32_t events) {
+  if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) client_peer_closed_ = true;
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0) return;
+  client_readable_ = true;
+  if (parked_) {
+    const Ref<Session> self = std::move(parked_);
+    do_client_read();
+  }
 }
 
 void Session::arm_client_timer(std::chrono::milliseconds d) {
@@ -68,16 +81,25 @@ void Session::arm_backend_timer(std::chrono::milliseconds d) {
 
 void Session::do_client_read() {
   if (client_reading_ || closed_) return;
+  if (!client_readable_) {  // nothing there yet: the poller reports when there is
+    if (!parked_) parked_ = Ref<Session>(this);
+    return;
+  }
   client_reading_ = true;
   const bool landing = in_ == nullptr || lingering_;
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
   const auto buf =
       landing ? asio::buffer(landing_) : asio::buffer(in_data() + in_len_, cap - in_len_);
-  client_.async_read_some(buf, in(client_read_slot_, [self = Ref<Session>(this), landing](
-                                                         const error_code& ec, std::size_t n) {
-                            self->client_reading_ = false;
-                            self->on_client_read(ec, n, landing);
-                          }));
+  client_.async_read_some(
+      buf, in(client_read_slot_, [self = Ref<Session>(this), landing, size = buf.size()](
+                                     const error_code& ec, std::size_t n) {
+        self->client_reading_ = false;
+        // A short read emptied the socket; more is reported by the poller.
+        if (!ec && n < size && !self->client_peer_closed_) {
+          self->client_readable_ = false;
+        }
+        self->on_client_read(ec, n, landing);
+      }));
 }
 
 void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
@@ -222,11 +244,7 @@ void Session::finish_request(bool close_client) {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   in_len_ = in_pos_ = 0;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
-  // Start the next read one reactor iteration later: Asio tries a read at once, and right
-  // after our response the client's next request is rarely there yet (a wasted syscall);
-  // after the reactor has polled once, it usually is.
-  asio::post(reactor_.io(),
-             in(client_read_slot_, [self = Ref<Session>(this)] { self->do_client_read(); }));
+  do_client_read();
 }
 
 void Session::log_request() {
@@ -315,7 +333,8 @@ void Session::close() {
   backend_timer_.cancel();
   release_backend(false);  // an exchange in progress is abandoned, never pooled
   error_code ec;
-  client_.close(ec);
+  client_.close(ec);  // also leaves the poller's epoll set
+  const Ref<Session> keep = std::move(parked_);
   // Buffers go back to the pool when the last pending completion releases the session.
 }
 

@@ -35,7 +35,7 @@ namespace floodgate::proxy {
 
 class Reactor;
 
-class Session : public RefCounted<Session> {
+class Session final : public RefCounted<Session>, public PollTarget {
  public:
   Session(Reactor& reactor, boost::asio::ip::tcp::socket socket);
   ~Session();
@@ -46,8 +46,10 @@ class Session : public RefCounted<Session> {
   // Shutdown deadline: close now. Returns true when a request was cut.
   bool force_close();
 
-  // Backend bytes arrived: `n` bytes in bin_, or in `landing` (a pooled connection's buffer).
-  void on_backend_read(const boost::system::error_code& ec, std::size_t n, const char* landing);
+  // PollTarget: the client socket's readiness.
+  void on_poll(uint32_t events) override;
+  void hold() override { add_ref(); }
+  void release() override { release_ref(); }
 
   // Reactor's intrusive session list.
   Session* list_prev = nullptr;
@@ -78,6 +80,7 @@ class Session : public RefCounted<Session> {
   void send_request_head();
   void pump_request_body();
   void do_backend_read();
+  void on_backend_read(const boost::system::error_code& ec, std::size_t n);
   void do_backend_write();
   void on_backend_written(const boost::system::error_code& ec);
   void process_response();
@@ -115,16 +118,19 @@ class Session : public RefCounted<Session> {
 
   Reactor& reactor_;
   boost::asio::ip::tcp::socket client_;
-  // One slot per kind of pending operation; connecting shares the backend write slot.
+  // One slot per kind of pending client operation (backend operations need none).
   HandlerSlot client_read_slot_;
   HandlerSlot client_write_slot_;
-  HandlerSlot backend_read_slot_;
-  HandlerSlot backend_write_slot_;
   http::Parser parser_{http::Parser::Kind::request};
   TimerWheel::Entry client_timer_;
   TimerWheel::Entry backend_timer_;
   Phase phase_ = Phase::idle;
   bool client_reading_ = false;
+  // What the poller last said of the client socket: a read starts only when data can be there
+  // (poller.h). Unknown at first, so the first read is tried at once.
+  bool client_readable_ = true;
+  bool client_peer_closed_ = false;  // EOF or error pending: reads answer at once
+  Ref<Session> parked_;              // set while a read waits for readiness (keeps us alive)
   bool client_writing_ = false;
   bool backend_writing_ = false;
   bool closed_ = false;

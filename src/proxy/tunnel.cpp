@@ -49,15 +49,14 @@ void Session::start_tunnel() {
 void Session::tunnel_client_to_backend() {
   if (closed_) return;
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
-    asio::async_write(
-        conn_->socket, asio::buffer(in_data() + in_pos_, in_len_ - in_pos_),
-        in(backend_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t) {
-          if (self->closed_) return;
-          if (ec) return self->close();
-          self->in_pos_ = self->in_len_ = 0;
-          self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
-          self->tunnel_client_to_backend();
-        }));
+    conn_->write(in_data() + in_pos_, in_len_ - in_pos_,
+                 [](Session& s, const error_code& ec, std::size_t) {
+                   if (s.closed_) return;
+                   if (ec) return s.close();
+                   s.in_pos_ = s.in_len_ = 0;
+                   s.arm_client_timer(s.reactor_.snapshot().server.idle_timeout);
+                   s.tunnel_client_to_backend();
+                 });
     return;
   }
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
@@ -66,8 +65,7 @@ void Session::tunnel_client_to_backend() {
       in(client_read_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
         if (self->closed_) return;
         if (ec == asio::error::eof) {
-          error_code ignored;
-          self->conn_->socket.shutdown(asio::socket_base::shutdown_send, ignored);
+          self->conn_->shutdown_send();
           return self->tunnel_half_closed();
         }
         if (ec) return self->close();
@@ -95,20 +93,18 @@ void Session::tunnel_backend_to_client() {
         }));
     return;
   }
-  conn_->socket.async_read_some(
-      asio::buffer(bin_data(), BufferLayout::kResponseData),
-      in(backend_read_slot_,
-         [self = Ref<Session>(this), c = conn_](const error_code& ec, std::size_t n) {
-           if (self->closed_ || self->conn_.get() != c.get()) return;
-           if (ec == asio::error::eof) {
-             error_code ignored;
-             self->client_.shutdown(asio::socket_base::shutdown_send, ignored);
-             return self->tunnel_half_closed();
-           }
-           if (ec) return self->close();
-           self->bin_len_ = n;
-           self->tunnel_backend_to_client();
-         }));
+  conn_->read_some(bin_data(), BufferLayout::kResponseData,
+                   [](Session& s, const error_code& ec, std::size_t n) {
+                     if (s.closed_) return;
+                     if (ec == asio::error::eof) {
+                       error_code ignored;
+                       s.client_.shutdown(asio::socket_base::shutdown_send, ignored);
+                       return s.tunnel_half_closed();
+                     }
+                     if (ec) return s.close();
+                     s.bin_len_ = n;
+                     s.tunnel_backend_to_client();
+                   });
 }
 
 void Session::tunnel_half_closed() {

@@ -30,6 +30,7 @@ namespace floodgate::proxy {
 
 class Session;
 class BackendConn;
+class Poller;
 
 // Per-reactor state of one upstream: its balancer and idle keep-alive connections.
 struct ReactorUpstream {
@@ -65,6 +66,7 @@ class Reactor {
 
   // --- reactor thread only ---
   boost::asio::io_context& io() { return io_; }
+  Poller& poller() { return *poller_; }
   const Snapshot& snapshot() const { return *snapshot_; }
   TimerWheel& wheel() { return wheel_; }
   BufferPool& request_buffers() { return request_buffers_; }
@@ -97,6 +99,7 @@ class Reactor {
   // Sockets are only ever touched on this reactor's thread, so the reactor's per-descriptor
   // locking is unnecessary; the scheduler keeps its lock for cross-thread posts (drain).
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  std::unique_ptr<Poller> poller_;  // backend sockets' readiness (after io_)
   std::shared_ptr<const Snapshot> snapshot_;
   AccessLog& access_log_;
   std::vector<boost::asio::ip::tcp::acceptor> acceptors_;
