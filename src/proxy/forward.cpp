@@ -1,7 +1,7 @@
 // The backend side of a Session: selecting a backend, connecting or reusing a pooled
 // connection, forwarding the request (head, then the body as it arrives) and streaming the
 // response back, re-framed as plan_response() decided.
-#include <boost/asio/write.hpp>
+#include <boost/asio/error.hpp>
 #include <cstring>
 
 #include "floodgate/proxy/reactor.h"
@@ -71,17 +71,14 @@ void Session::send_request_head() {
       parser_.http_minor() >= 1) {
     // Invite the body now that the request is routed and has a backend.
     client_writing_ = true;
-    asio::async_write(
-        client_, asio::buffer(http::kContinue.data(), http::kContinue.size()),
-        in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
-          self->client_writing_ = false;
-          self->bytes_out_ += n;
-          if (self->closed_) return;
-          if (ec) {
-            return self->close();
-          }
-          if (self->cout_len_ > 0) self->do_client_write();
-        }));
+    client_.write(http::kContinue.data(), http::kContinue.size(),
+                  [](Session& s, const error_code& ec, std::size_t n) {
+                    s.client_writing_ = false;
+                    s.bytes_out_ += n;
+                    if (s.closed_) return;
+                    if (ec) return s.close();
+                    if (s.cout_len_ > 0) s.do_client_write();
+                  });
   }
   do_backend_read();
   pump_request_body();
@@ -298,12 +295,10 @@ void Session::do_client_write() {
   client_writing_ = true;
   response_started_ = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
-  asio::async_write(
-      client_, asio::buffer(cout_, cout_len_),
-      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
-        self->client_writing_ = false;
-        self->on_client_written(ec, n);
-      }));
+  client_.write(cout_, cout_len_, [](Session& s, const error_code& ec, std::size_t n) {
+    s.client_writing_ = false;
+    s.on_client_written(ec, n);
+  });
 }
 
 void Session::on_client_written(const error_code& ec, std::size_t n) {

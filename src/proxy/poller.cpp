@@ -1,69 +1,137 @@
 #include "poller.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <array>
-#include <boost/asio/bind_allocator.hpp>
 #include <cerrno>
 #include <system_error>
 
 namespace floodgate::proxy {
 
-namespace asio = boost::asio;
-
 namespace {
-int create_epoll() {
-  const int fd = ::epoll_create1(EPOLL_CLOEXEC);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
+// Events handled per turn; more stay ready and are reported by the next wait.
+constexpr int kBatch = 128;
+
+int checked(int fd, const char* what) {
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), what);
   return fd;
 }
 
-// Events handled per wakeup; more stay ready and are reported by the next wait.
-constexpr int kBatch = 128;
+std::array<epoll_event, kBatch>& batch() {
+  thread_local std::array<epoll_event, kBatch> events;
+  return events;
+}
 }  // namespace
 
-Poller::Poller(asio::io_context& io) : set_(io, create_epoll()) {}
+Poller::Poller(boost::asio::io_context& io)
+    : io_(io),
+      work_(io.get_executor()),
+      epoll_fd_(checked(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")),
+      wake_fd_(checked(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd")) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.ptr = nullptr;  // the wake-up descriptor is the one target without an object
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+    const int e = errno;
+    ::close(wake_fd_);
+    ::close(epoll_fd_);
+    throw std::system_error(e, std::generic_category(), "epoll_ctl(eventfd)");
+  }
+}
+
+Poller::~Poller() {
+  while (PollTarget* t = ready_head_) {
+    ready_head_ = t->ready_next_;
+    t->queued_ = false;
+    t->release();
+  }
+  ::close(wake_fd_);
+  ::close(epoll_fd_);
+}
 
 int Poller::add(int fd, PollTarget& target) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.ptr = &target;
-  if (::epoll_ctl(set_.native_handle(), EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
-  if (!armed_ && !stopped_) arm();
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
   return 0;
+}
+
+void Poller::defer(PollTarget& target) {
+  if (target.queued_) return;
+  target.queued_ = true;
+  target.hold();
+  target.ready_next_ = nullptr;
+  if (ready_tail_ != nullptr) {
+    ready_tail_->ready_next_ = &target;
+  } else {
+    ready_head_ = &target;
+  }
+  ready_tail_ = &target;
+}
+
+void Poller::wake() {
+  const uint64_t one = 1;
+  // EAGAIN means the counter is saturated: a wake-up is pending anyway.
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
 }
 
 void Poller::stop() {
   stopped_ = true;
-  boost::system::error_code ignored;
-  set_.cancel(ignored);
+  work_.reset();
 }
 
-void Poller::arm() {
-  armed_ = true;
-  set_.async_wait(asio::posix::stream_descriptor::wait_read,
-                  asio::bind_allocator(SlotAllocator<void>(wait_slot_),
-                                       [this](const boost::system::error_code& ec) {
-                                         armed_ = false;
-                                         on_ready(ec);
-                                       }));
+void Poller::run() {
+  std::array<epoll_event, kBatch>& events = batch();
+  while (!stopped_) {
+    io_.poll();  // work posted from other threads; no system call (no I/O objects)
+    run_ready();
+    if (stopped_) break;
+    // Block only when nothing is ready; the tick timer bounds the wait anyway.
+    const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, ready_head_ ? 0 : -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::system_error(errno, std::generic_category(), "epoll_wait");
+    }
+    dispatch(n);
+    run_ready();
+  }
+  io_.poll();  // what was posted before stop() still runs (it may hold references)
 }
 
-void Poller::on_ready(const boost::system::error_code& ec) {
-  if (ec || stopped_) return;
-  std::array<epoll_event, kBatch> events;
-  int n = 0;
-  do {
-    n = ::epoll_wait(set_.native_handle(), events.data(), kBatch, 0);
-  } while (n < 0 && errno == EINTR);
+void Poller::dispatch(int n) {
+  std::array<epoll_event, kBatch>& events = batch();
+  const auto target = [&events](int i) { return static_cast<PollTarget*>(events[i].data.ptr); };
   // A handler may close (and release) a target whose event comes later in this batch: every
   // target in the batch is kept alive until the batch is done. A closed socket has left the
   // epoll set, so no event can name a target that was freed before the wait.
-  const auto target = [&events](int i) { return static_cast<PollTarget*>(events[i].data.ptr); };
-  for (int i = 0; i < n; ++i) target(i)->hold();
-  for (int i = 0; i < n; ++i) target(i)->on_poll(events[i].events);
-  for (int i = 0; i < n; ++i) target(i)->release();
-  if (!stopped_) arm();
+  for (int i = 0; i < n; ++i) {
+    if (PollTarget* t = target(i)) t->hold();
+  }
+  for (int i = 0; i < n; ++i) {
+    if (PollTarget* t = target(i)) {
+      t->on_poll(events[i].events);
+    } else {  // the wake-up: empty the eventfd; the next turn runs the io_context
+      uint64_t count = 0;
+      [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof(count));
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (PollTarget* t = target(i)) t->release();
+  }
+}
+
+void Poller::run_ready() {
+  while (PollTarget* t = ready_head_) {
+    ready_head_ = t->ready_next_;
+    if (ready_head_ == nullptr) ready_tail_ = nullptr;
+    t->ready_next_ = nullptr;
+    t->queued_ = false;
+    t->on_ready();
+    t->release();
+  }
 }
 
 }  // namespace floodgate::proxy

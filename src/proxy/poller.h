@@ -1,59 +1,84 @@
-// A reactor's readiness poller: an edge-triggered epoll set of its own that remembers, for
-// each socket, what the kernel last reported.
+// A reactor's event loop: one edge-triggered epoll set that holds every socket of the reactor
+// (listeners, clients, backends) plus its tick timer and its wake-up descriptor, and that
+// remembers, for each socket, what the kernel last reported.
 //
-// Why: Asio's epoll reactor either tries a read at once when one is started (a `recv` that
-// finds nothing when the peer cannot have sent yet) or, for a plain wait, re-arms its
-// registration with an `epoll_ctl` per wait. Either way a proxied request paid a system call
-// more than HAProxy, whose poller remembers readiness and reads only once a socket has
-// reported data. With this poller a socket is registered once; its owner reads only when data
-// can be there. The epoll set is itself one descriptor in the reactor's io_context, so a whole
-// batch of events costs one `epoll_wait` and one re-arm, whatever its size.
+// Why not Asio's reactor: Asio's epoll reactor either tries a read at once when one is
+// started (a `recv` that finds nothing when the peer cannot have sent yet) or, for a plain
+// wait, re-arms its registration with an `epoll_ctl` per wait, and each step of a request
+// goes back through the io_context's queue, which polls the kernel again between steps. A
+// proxied request paid about one system call more than HAProxy and woke up more often
+// (docs/BENCHMARKS.md has the figures). Here a socket is registered once; its owner reads only
+// when data can be there; one `epoll_wait` serves a whole batch of requests from first byte to
+// response.
 //
-// Backend connections do all their I/O through it (backend_conn.h). Client connections keep
-// Asio for their I/O and use it only to start a read when the client has sent something.
+// The reactor's io_context stays: it carries work posted from other threads (drain, shutdown,
+// later configuration swaps and admission grants). The loop runs it on every turn, and
+// Reactor::post() wakes the loop through an eventfd so posted work runs at once. The
+// io_context owns no I/O objects, so running it costs no system call.
 //
-// Thread-safety: reactor thread only.
+// The loop also runs a ready list: a target that can make progress without waiting (a write
+// to a writable socket, a read of a socket known to hold data) is queued and run before the
+// loop waits again; an operation never completes inside the call that started it.
+//
+// Thread-safety: wake() from any thread; everything else on the reactor thread.
 #pragma once
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstdint>
-
-#include "floodgate/core/handler_slot.h"
+#include <optional>
 
 namespace floodgate::proxy {
 
 // Something registered with the poller. hold()/release() keep it alive while a batch of
-// events that names it is being handled (a handler may close and release another target).
+// events that names it is being handled (a handler may close and release another target) and
+// while it is on the ready list.
 class PollTarget {
  public:
-  virtual void on_poll(uint32_t events) = 0;
-  virtual void hold() = 0;
-  virtual void release() = 0;
+  virtual void on_poll(uint32_t events) = 0;  // readiness reported by the kernel
+  virtual void on_ready() = 0;                // its turn on the ready list
+  virtual void hold() {}
+  virtual void release() {}
 
  protected:
   ~PollTarget() = default;
+
+ private:
+  friend class Poller;
+  PollTarget* ready_next_ = nullptr;
+  bool queued_ = false;
 };
 
 class Poller {
  public:
   explicit Poller(boost::asio::io_context& io);
+  ~Poller();
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
-  // Registers a socket (edge-triggered: readable, writable, peer closed). The registration
-  // ends by itself when the socket is closed. Returns 0 or an errno value.
+  // Registers a descriptor (edge-triggered: readable, writable, peer closed). The
+  // registration ends by itself when the descriptor is closed. Returns 0 or an errno value.
   int add(int fd, PollTarget& target);
-  // Stops waiting, so that the io_context can run out of work at shutdown.
+  // Queues `target` on the ready list (once; no-op if queued).
+  void defer(PollTarget& target);
+
+  // Runs the loop on the calling thread until stop().
+  void run();
+  // Ends run() after the current turn (reactor thread).
   void stop();
+  // Makes run() look at the io_context now (any thread).
+  void wake();
 
  private:
-  void arm();
-  void on_ready(const boost::system::error_code& ec);
+  void dispatch(int n);
+  void run_ready();
 
-  boost::asio::posix::stream_descriptor set_;  // owns the epoll descriptor
-  HandlerSlot wait_slot_;
-  bool armed_ = false;
+  boost::asio::io_context& io_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  PollTarget* ready_head_ = nullptr;
+  PollTarget* ready_tail_ = nullptr;
   bool stopped_ = false;
 };
 

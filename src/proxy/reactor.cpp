@@ -1,9 +1,12 @@
 #include "floodgate/proxy/reactor.h"
 
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <random>
+#include <system_error>
 
 #include "backend_conn.h"
 #include "poller.h"
@@ -16,6 +19,9 @@ using boost::system::error_code;
 
 namespace {
 constexpr auto kTick = std::chrono::milliseconds(10);
+// Connections accepted per listener wakeup before the others get their turn.
+constexpr int kAcceptBatch = 64;
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
 std::size_t block_size(std::size_t fields, std::size_t data) {
   return fields * sizeof(http::HeaderField) + data;
@@ -27,9 +33,8 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
       poller_(std::make_unique<Poller>(io_)),
       snapshot_(std::move(snapshot)),
       access_log_(access_log),
-      tick_(io_),
-      accept_retry_(io_),
       wheel_(kTick),
+      ticker_(std::make_unique<Ticker>(*this)),
       request_buffers_(block_size(BufferLayout::request_fields(snapshot_->server),
                                   BufferLayout::request_data(snapshot_->server))),
       response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData)),
@@ -57,8 +62,87 @@ Reactor::~Reactor() {
   }
 }
 
+// A listening socket in the poller. Edge-triggered, so a wakeup accepts until the queue is
+// empty, in bounded batches so that one listener cannot starve the other work.
+class Reactor::Listener final : public PollTarget {
+ public:
+  Listener(Reactor& reactor, int fd)
+      : reactor_(reactor),
+        fd_(fd),
+        retry_([](void* self) { static_cast<Listener*>(self)->accept(); }, this) {}
+  ~Listener() { close(); }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  int fd() const { return fd_; }
+  void close() {
+    retry_.cancel();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void on_poll(uint32_t) override { accept(); }
+  void on_ready() override { accept(); }
+
+ private:
+  void accept() {
+    if (fd_ < 0 || reactor_.draining_) return;
+    for (int n = 0; n < kAcceptBatch; ++n) {
+      sockaddr_storage peer{};
+      socklen_t len = sizeof(peer);
+      const int fd =
+          ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // the next edge wakes us
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+        // Out of descriptors or memory: back off briefly instead of spinning on the error.
+        reactor_.wheel_.schedule(retry_, std::chrono::steady_clock::now() + kAcceptRetry);
+        return;
+      }
+      Ref<Session> s(new Session(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer)));
+      s->start();
+    }
+    reactor_.poller_->defer(*this);  // more may be waiting: continue after the other work
+  }
+
+  Reactor& reactor_;
+  int fd_;
+  TimerWheel::Entry retry_;
+};
+
+// The tick: a periodic timerfd in the poller that advances the timer wheel.
+class Reactor::Ticker final : public PollTarget {
+ public:
+  explicit Ticker(Reactor& reactor) : reactor_(reactor) {
+    fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create");
+  }
+  ~Ticker() { ::close(fd_); }
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+
+  void start() {
+    itimerspec spec{};
+    spec.it_interval.tv_nsec = std::chrono::nanoseconds(kTick).count();
+    spec.it_value = spec.it_interval;
+    if (::timerfd_settime(fd_, 0, &spec, nullptr) != 0 || reactor_.poller_->add(fd_, *this) != 0) {
+      throw std::system_error(errno, std::generic_category(), "tick timer");
+    }
+  }
+  void on_poll(uint32_t) override {
+    uint64_t expirations = 0;
+    [[maybe_unused]] const ssize_t n = ::read(fd_, &expirations, sizeof(expirations));
+    reactor_.wheel_.advance(std::chrono::steady_clock::now());
+  }
+  void on_ready() override {}
+
+ private:
+  Reactor& reactor_;
+  int fd_ = -1;
+};
+
 asio::ip::tcp::endpoint Reactor::listen(const asio::ip::tcp::endpoint& at) {
-  asio::ip::tcp::acceptor acceptor(io_);
+  asio::io_context setup;  // Asio for the set-up calls; the socket then goes to the poller
+  asio::ip::tcp::acceptor acceptor(setup);
   acceptor.open(at.protocol());
   acceptor.set_option(asio::socket_base::reuse_address(true));
   const int one = 1;
@@ -68,16 +152,21 @@ asio::ip::tcp::endpoint Reactor::listen(const asio::ip::tcp::endpoint& at) {
   }
   acceptor.bind(at);
   acceptor.listen(asio::socket_base::max_listen_connections);
+  acceptor.native_non_blocking(true);
   auto bound = acceptor.local_endpoint();
-  acceptors_.push_back(std::move(acceptor));
+  listeners_.push_back(std::make_unique<Listener>(*this, acceptor.release()));
+  if (const int e = poller_->add(listeners_.back()->fd(), *listeners_.back()); e != 0) {
+    throw boost::system::system_error(error_code(e, boost::system::system_category()),
+                                      "epoll_ctl(listener)");
+  }
   return bound;
 }
 
 void Reactor::start() {
-  for (std::size_t i = 0; i < acceptors_.size(); ++i) do_accept(i);
-  do_tick();
+  ticker_->start();
+  for (auto& l : listeners_) poller_->defer(*l);  // connections that queued before the start
   thread_ = std::thread([this] {
-    io_.run();
+    poller_->run();
     finished_.store(true, std::memory_order_release);
   });
 }
@@ -86,35 +175,9 @@ void Reactor::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Reactor::do_accept(std::size_t i) {
-  acceptors_[i].async_accept(io_, [this, i](const error_code& ec, asio::ip::tcp::socket s) {
-    on_accept(i, ec, std::move(s));
-  });
-}
-
-void Reactor::on_accept(std::size_t i, const error_code& ec, asio::ip::tcp::socket socket) {
-  if (draining_ || !acceptors_[i].is_open()) return;
-  if (ec) {
-    if (ec == asio::error::operation_aborted) return;
-    // Out of descriptors or memory: back off briefly instead of spinning on the error.
-    accept_retry_.expires_after(std::chrono::milliseconds(100));
-    accept_retry_.async_wait([this, i](const error_code& e) {
-      if (!e && !draining_) do_accept(i);
-    });
-    return;
-  }
-  Ref<Session> s(new Session(*this, std::move(socket)));
-  s->start();
-  do_accept(i);
-}
-
-void Reactor::do_tick() {
-  tick_.expires_after(kTick);
-  tick_.async_wait([this](const error_code& ec) {
-    if (ec || stopped_) return;
-    wheel_.advance(std::chrono::steady_clock::now());
-    do_tick();
-  });
+void Reactor::post(std::function<void()> f) {
+  asio::post(io_, std::move(f));
+  poller_->wake();
 }
 
 void Reactor::next_request_id(char* out) {
@@ -186,11 +249,10 @@ void Reactor::remove_idle(BackendConn& c) {
 }
 
 void Reactor::drain() {
-  asio::post(io_, [this] {
+  post([this] {
     draining_ = true;
     error_code ec;
-    for (auto& a : acceptors_) a.close(ec);
-    accept_retry_.cancel();
+    for (auto& l : listeners_) l->close();
     close_idle_sessions();
     for (auto& ru : upstreams_) {
       for (auto& list : ru.idle) {
@@ -216,7 +278,7 @@ void Reactor::close_idle_sessions() {
 }
 
 void Reactor::force_close() {
-  asio::post(io_, [this] {
+  post([this] {
     draining_ = true;
     uint64_t cut = 0;
     for (Session* s = sessions_; s != nullptr;) {
@@ -235,7 +297,6 @@ void Reactor::force_close() {
 void Reactor::maybe_finish() {
   if (!draining_ || session_count_ != 0 || stopped_) return;
   stopped_ = true;
-  tick_.cancel();
   poller_->stop();
 }
 

@@ -2,9 +2,11 @@
 // floodgate rejects, finishing a request and keeping the connection alive.
 #include "session.h"
 
-#include <sys/epoll.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
-#include <boost/asio/write.hpp>
+#include <boost/asio/error.hpp>
 #include <cstring>
 
 #include "floodgate/proxy/reactor.h"
@@ -14,19 +16,23 @@ namespace floodgate::proxy {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-Session::Session(Reactor& reactor, asio::ip::tcp::socket socket)
+Session::Session(Reactor& reactor, int fd, const sockaddr* peer)
     : reactor_(reactor),
-      client_(std::move(socket)),
+      client_(reactor.poller(), *this),
       client_timer_([](void* s) { static_cast<Session*>(s)->on_client_timeout(); }, this),
       backend_timer_([](void* s) { static_cast<Session*>(s)->on_backend_timeout(); }, this) {
-  error_code ec;
-  client_.set_option(asio::ip::tcp::no_delay(true), ec);
-  const auto remote = client_.remote_endpoint(ec);
-  if (!ec) {
-    const std::string ip = remote.address().to_string();  // once per connection
-    client_ip_len_ = static_cast<uint8_t>(std::min(ip.size(), sizeof(client_ip_)));
-    std::memcpy(client_ip_, ip.data(), client_ip_len_);
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const void* addr = nullptr;
+  if (peer->sa_family == AF_INET) {
+    addr = &reinterpret_cast<const sockaddr_in*>(peer)->sin_addr;
+  } else if (peer->sa_family == AF_INET6) {
+    addr = &reinterpret_cast<const sockaddr_in6*>(peer)->sin6_addr;
   }
+  if (addr != nullptr && ::inet_ntop(peer->sa_family, addr, client_ip_, sizeof(client_ip_))) {
+    client_ip_len_ = static_cast<uint8_t>(std::strlen(client_ip_));
+  }
+  adopt_error_ = client_.adopt(fd);
   reactor_.add_session(*this);
   reactor_.metrics().client_connections.add(1);
 }
@@ -54,21 +60,11 @@ void Session::release_buffers() {
 }
 
 void Session::start() {
+  self_ = Ref<Session>(this);
+  if (adopt_error_ != 0) return close();  // the poller could not take the socket
   // A connection that never sends a byte is closed silently after header_timeout.
   arm_client_timer(reactor_.snapshot().server.header_timeout);
-  // Without readiness reports every read is simply tried (client_readable_ stays true).
-  if (reactor_.poller().add(client_.native_handle(), *this) != 0) client_peer_closed_ = true;
   do_client_read();
-}
-
-void Session::on_poll(uint32_t events) {
-  if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) client_peer_closed_ = true;
-  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0) return;
-  client_readable_ = true;
-  if (parked_) {
-    const Ref<Session> self = std::move(parked_);
-    do_client_read();
-  }
 }
 
 void Session::arm_client_timer(std::chrono::milliseconds d) {
@@ -80,26 +76,15 @@ void Session::arm_backend_timer(std::chrono::milliseconds d) {
 }
 
 void Session::do_client_read() {
-  if (client_reading_ || closed_) return;
-  if (!client_readable_) {  // nothing there yet: the poller reports when there is
-    if (!parked_) parked_ = Ref<Session>(this);
-    return;
-  }
-  client_reading_ = true;
-  const bool landing = in_ == nullptr || lingering_;
+  if (client_.reading() || closed_) return;
+  // An idle connection reads into landing_, so that it holds no pooled buffer.
+  read_into_landing_ = in_ == nullptr || lingering_;
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
-  const auto buf =
-      landing ? asio::buffer(landing_) : asio::buffer(in_data() + in_len_, cap - in_len_);
-  client_.async_read_some(
-      buf, in(client_read_slot_, [self = Ref<Session>(this), landing, size = buf.size()](
-                                     const error_code& ec, std::size_t n) {
-        self->client_reading_ = false;
-        // A short read emptied the socket; more is reported by the poller.
-        if (!ec && n < size && !self->client_peer_closed_) {
-          self->client_readable_ = false;
-        }
-        self->on_client_read(ec, n, landing);
-      }));
+  char* const data = read_into_landing_ ? landing_ : in_data() + in_len_;
+  client_.read_some(data, read_into_landing_ ? sizeof(landing_) : cap - in_len_,
+                    [](Session& s, const error_code& ec, std::size_t n) {
+                      s.on_client_read(ec, n, s.read_into_landing_);
+                    });
 }
 
 void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
@@ -202,13 +187,12 @@ void Session::respond(Reason reason) {
   if (head_request_) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
   phase_ = Phase::generated;
   client_writing_ = true;
-  asio::async_write(client_, asio::buffer(bytes.data(), bytes.size()),
-                    in(client_write_slot_,
-                       [self = Ref<Session>(this), close](const error_code& ec, std::size_t n) {
-                         self->client_writing_ = false;
-                         self->bytes_out_ += n;
-                         self->on_generated_written(ec, close);
-                       }));
+  generated_close_ = close;
+  client_.write(bytes.data(), bytes.size(), [](Session& s, const error_code& ec, std::size_t n) {
+    s.client_writing_ = false;
+    s.bytes_out_ += n;
+    s.on_generated_written(ec, s.generated_close_);
+  });
 }
 
 void Session::on_generated_written(const error_code& ec, bool close) {
@@ -286,8 +270,7 @@ void Session::linger_close() {
   if (client_writing_) return;  // the write completion comes back here
   if (!lingering_) {
     lingering_ = true;
-    error_code ec;
-    client_.shutdown(asio::socket_base::shutdown_send, ec);
+    client_.shutdown_send();
     reactor_.wheel().schedule(client_timer_,
                               std::chrono::steady_clock::now() + std::chrono::seconds(2));
   }
@@ -332,9 +315,8 @@ void Session::close() {
   client_timer_.cancel();
   backend_timer_.cancel();
   release_backend(false);  // an exchange in progress is abandoned, never pooled
-  error_code ec;
-  client_.close(ec);  // also leaves the poller's epoll set
-  const Ref<Session> keep = std::move(parked_);
+  client_.close();
+  const Ref<Session> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the session.
 }
 

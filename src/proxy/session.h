@@ -12,17 +12,16 @@
 // Concurrency: the request body is pumped client -> backend while the response is read
 // backend -> client, so a backend may answer before it has read the whole body.
 //
-// Thread-safety: reactor thread only. Lifetime: reference-counted; every pending operation
-// holds a Ref, so the session outlives all its completions.
+// Thread-safety: reactor thread only. Lifetime: reference-counted; an open session holds
+// itself, and whoever runs its code (a completion, a timer, the poller) holds a Ref meanwhile.
 #pragma once
 
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/ip/tcp.hpp>
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdint>
 
 #include "backend_conn.h"
-#include "floodgate/core/handler_slot.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
@@ -30,14 +29,16 @@
 #include "floodgate/http/writer.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/backend_load.h"
+#include "stream.h"
 
 namespace floodgate::proxy {
 
 class Reactor;
 
-class Session final : public RefCounted<Session>, public PollTarget {
+class Session final : public RefCounted<Session> {
  public:
-  Session(Reactor& reactor, boost::asio::ip::tcp::socket socket);
+  // Takes the accepted socket `fd`; `peer` is the client's address.
+  Session(Reactor& reactor, int fd, const sockaddr* peer);
   ~Session();
 
   void start();
@@ -45,11 +46,6 @@ class Session final : public RefCounted<Session>, public PollTarget {
   void drain();
   // Shutdown deadline: close now. Returns true when a request was cut.
   bool force_close();
-
-  // PollTarget: the client socket's readiness.
-  void on_poll(uint32_t events) override;
-  void hold() override { add_ref(); }
-  void release() override { release_ref(); }
 
   // Reactor's intrusive session list.
   Session* list_prev = nullptr;
@@ -110,27 +106,31 @@ class Session final : public RefCounted<Session>, public PollTarget {
   http::HeaderField* bin_fields() const { return reinterpret_cast<http::HeaderField*>(bin_); }
   void release_buffers();
 
-  // Binds `f` to allocate its operation in `slot` (see core/handler_slot.h).
-  template <class F>
-  static auto in(HandlerSlot& slot, F&& f) {
-    return boost::asio::bind_allocator(SlotAllocator<void>(slot), std::forward<F>(f));
-  }
+  // The client socket; its completions come to this session.
+  class ClientStream final : public Stream {
+   public:
+    ClientStream(Poller& poller, Session& session) : Stream(poller), session_(session) {}
+    ~ClientStream() = default;
+    void hold() override { session_.add_ref(); }
+    void release() override { session_.release_ref(); }
+
+   private:
+    Session* session() override { return &session_; }
+    Session& session_;
+  };
 
   Reactor& reactor_;
-  boost::asio::ip::tcp::socket client_;
-  // One slot per kind of pending client operation (backend operations need none).
-  HandlerSlot client_read_slot_;
-  HandlerSlot client_write_slot_;
+  ClientStream client_;
+  // An open connection holds itself: no pending operation holds a reference (stream.h).
+  // close() lets go.
+  Ref<Session> self_;
+  int adopt_error_ = 0;  // the poller refused the socket (errno)
   http::Parser parser_{http::Parser::Kind::request};
   TimerWheel::Entry client_timer_;
   TimerWheel::Entry backend_timer_;
   Phase phase_ = Phase::idle;
-  bool client_reading_ = false;
-  // What the poller last said of the client socket: a read starts only when data can be there
-  // (poller.h). Unknown at first, so the first read is tried at once.
-  bool client_readable_ = true;
-  bool client_peer_closed_ = false;  // EOF or error pending: reads answer at once
-  Ref<Session> parked_;              // set while a read waits for readiness (keeps us alive)
+  bool read_into_landing_ = false;  // the pending client read goes to landing_
+  bool generated_close_ = false;    // close after the generated response being written
   bool client_writing_ = false;
   bool backend_writing_ = false;
   bool closed_ = false;

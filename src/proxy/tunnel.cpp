@@ -3,7 +3,7 @@
 // (client -> backend through in_, backend -> client through bin_). A direction that reaches
 // EOF half-closes the other side; the request ends when both directions are done.
 // idle_timeout applies to the tunnel as a whole: no traffic either way for that long closes it.
-#include <boost/asio/write.hpp>
+#include <boost/asio/error.hpp>
 #include <cstring>
 
 #include "floodgate/proxy/reactor.h"
@@ -33,16 +33,14 @@ void Session::start_tunnel() {
   response_started_ = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_writing_ = true;
-  asio::async_write(
-      client_, asio::buffer(cout_, cout_len_),
-      in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
-        self->client_writing_ = false;
-        self->bytes_out_ += n;
-        if (self->closed_) return;
-        if (ec) return self->close();
-        self->cout_len_ = 0;
-        self->tunnel_backend_to_client();
-      }));
+  client_.write(cout_, cout_len_, [](Session& s, const error_code& ec, std::size_t n) {
+    s.client_writing_ = false;
+    s.bytes_out_ += n;
+    if (s.closed_) return;
+    if (ec) return s.close();
+    s.cout_len_ = 0;
+    s.tunnel_backend_to_client();
+  });
   tunnel_client_to_backend();
 }
 
@@ -60,45 +58,40 @@ void Session::tunnel_client_to_backend() {
     return;
   }
   const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
-  client_.async_read_some(
-      asio::buffer(in_data(), cap),
-      in(client_read_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
-        if (self->closed_) return;
-        if (ec == asio::error::eof) {
-          self->conn_->shutdown_send();
-          return self->tunnel_half_closed();
-        }
-        if (ec) return self->close();
-        self->bytes_in_ += n;
-        self->in_pos_ = 0;
-        self->in_len_ = n;
-        self->tunnel_client_to_backend();
-      }));
+  client_.read_some(in_data(), cap, [](Session& s, const error_code& ec, std::size_t n) {
+    if (s.closed_) return;
+    if (ec == asio::error::eof) {
+      s.conn_->shutdown_send();
+      return s.tunnel_half_closed();
+    }
+    if (ec) return s.close();
+    s.bytes_in_ += n;
+    s.in_pos_ = 0;
+    s.in_len_ = n;
+    s.tunnel_client_to_backend();
+  });
 }
 
 void Session::tunnel_backend_to_client() {
   if (closed_) return;
   if (bin_len_ > 0) {
     client_writing_ = true;
-    asio::async_write(
-        client_, asio::buffer(bin_data(), bin_len_),
-        in(client_write_slot_, [self = Ref<Session>(this)](const error_code& ec, std::size_t n) {
-          self->client_writing_ = false;
-          self->bytes_out_ += n;
-          if (self->closed_) return;
-          if (ec) return self->close();
-          self->bin_len_ = 0;
-          self->arm_client_timer(self->reactor_.snapshot().server.idle_timeout);
-          self->tunnel_backend_to_client();
-        }));
+    client_.write(bin_data(), bin_len_, [](Session& s, const error_code& ec, std::size_t n) {
+      s.client_writing_ = false;
+      s.bytes_out_ += n;
+      if (s.closed_) return;
+      if (ec) return s.close();
+      s.bin_len_ = 0;
+      s.arm_client_timer(s.reactor_.snapshot().server.idle_timeout);
+      s.tunnel_backend_to_client();
+    });
     return;
   }
   conn_->read_some(bin_data(), BufferLayout::kResponseData,
                    [](Session& s, const error_code& ec, std::size_t n) {
                      if (s.closed_) return;
                      if (ec == asio::error::eof) {
-                       error_code ignored;
-                       s.client_.shutdown(asio::socket_base::shutdown_send, ignored);
+                       s.client_.shutdown_send();
                        return s.tunnel_half_closed();
                      }
                      if (ec) return s.close();

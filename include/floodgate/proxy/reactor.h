@@ -3,16 +3,16 @@
 // connections, its own buffers, timers and metrics shard. A request never changes thread.
 //
 // Thread-safety: the constructor, listen() and start() run on the main thread before the
-// reactor thread exists. drain(), force_close() and join() may be called from any thread
-// (they post to the reactor). metrics() may be read from any thread (relaxed atomics). All
+// reactor thread exists. post(), drain(), force_close() and join() may be called from any
+// thread (they post to the reactor). metrics() may be read from any thread (relaxed atomics). All
 // other state is touched only on the reactor thread.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -58,6 +58,8 @@ class Reactor {
   // Closes everything now; in-flight requests are cut and counted.
   void force_close();
   void join();
+  // Runs `f` on the reactor thread soon (any thread).
+  void post(std::function<void()> f);
 
   const ReactorMetrics& metrics() const { return metrics_; }
   uint64_t cut_requests() const { return cut_requests_.load(std::memory_order_relaxed); }
@@ -65,7 +67,6 @@ class Reactor {
   bool finished() const { return finished_.load(std::memory_order_acquire); }
 
   // --- reactor thread only ---
-  boost::asio::io_context& io() { return io_; }
   Poller& poller() { return *poller_; }
   const Snapshot& snapshot() const { return *snapshot_; }
   TimerWheel& wheel() { return wheel_; }
@@ -88,24 +89,21 @@ class Reactor {
   void remove_idle(BackendConn& c);
 
  private:
-  void do_accept(std::size_t listener);
-  void on_accept(std::size_t listener, const boost::system::error_code& ec,
-                 boost::asio::ip::tcp::socket socket);
-  void do_tick();
+  class Listener;
+  class Ticker;
   void close_idle_sessions();
   void maybe_finish();
 
   unsigned index_;
-  // Sockets are only ever touched on this reactor's thread, so the reactor's per-descriptor
-  // locking is unnecessary; the scheduler keeps its lock for cross-thread posts (drain).
+  // Carries work posted from other threads (post()); the Poller runs it on every turn. It owns
+  // no I/O objects: sockets and the tick belong to the Poller.
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  std::unique_ptr<Poller> poller_;  // backend sockets' readiness (after io_)
+  std::unique_ptr<Poller> poller_;  // client and backend sockets (after io_)
   std::shared_ptr<const Snapshot> snapshot_;
   AccessLog& access_log_;
-  std::vector<boost::asio::ip::tcp::acceptor> acceptors_;
-  boost::asio::steady_timer tick_;
-  boost::asio::steady_timer accept_retry_;
   TimerWheel wheel_;
+  std::unique_ptr<Ticker> ticker_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
   BufferPool request_buffers_;
   BufferPool response_buffers_;
   ReactorMetrics metrics_;

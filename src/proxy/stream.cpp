@@ -1,0 +1,187 @@
+#include "stream.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/error.hpp>
+#include <cerrno>
+#include <utility>
+
+#include "session.h"
+
+namespace floodgate::proxy {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+error_code errno_code(int e) {
+  return {e, boost::system::system_category()};
+}
+bool would_block(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK;
+}
+}  // namespace
+
+Stream::~Stream() {
+  close();
+}
+
+int Stream::adopt(int fd) {
+  fd_ = fd;
+  writable_ = true;
+  return poller_.add(fd_, *this);
+}
+
+void Stream::connect(const asio::ip::tcp::endpoint& to, Done done) {
+  write_ = WriteOp{nullptr, 0, 0, done};
+  connecting_ = true;
+  readable_ = false;  // nothing can arrive before the request is sent
+  fd_ = ::socket(to.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    connect_error_ = errno_code(errno);
+    return poller_.defer(*this);
+  }
+  if (::connect(fd_, to.data(), static_cast<socklen_t>(to.size())) == 0) {
+    writable_ = true;  // connected at once; the completion still comes from the ready list
+  } else if (errno != EINPROGRESS && errno != EINTR) {  // EINTR: it goes on asynchronously
+    connect_error_ = errno_code(errno);
+    return poller_.defer(*this);
+  }
+  if (const int e = poller_.add(fd_, *this); e != 0) {
+    connect_error_ = errno_code(e);
+    return poller_.defer(*this);
+  }
+  if (writable_) poller_.defer(*this);
+}
+
+void Stream::read_some(char* data, std::size_t cap, Done done) {
+  read_ = ReadOp{data, cap, done};
+  if (readable_) poller_.defer(*this);  // otherwise the poller reports when data is there
+}
+
+void Stream::write(const char* data, std::size_t len, Done done) {
+  write_ = WriteOp{data, len, 0, done};
+  if (writable_) poller_.defer(*this);
+}
+
+void Stream::shutdown_send() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+void Stream::drop_pending() {
+  read_ = ReadOp{};
+  write_ = WriteOp{};
+  connecting_ = false;
+  connect_error_.clear();
+}
+
+void Stream::close() {
+  drop_pending();
+  if (fd_ >= 0) {
+    ::close(fd_);  // also leaves the poller's epoll set
+    fd_ = -1;
+  }
+}
+
+bool Stream::quiet() {
+  if (fd_ < 0 || peer_closed_) return false;
+  if (!readable_) return true;
+  char byte = 0;
+  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && would_block(errno)) {
+    readable_ = false;
+    return true;
+  }
+  return false;
+}
+
+void Stream::on_poll(uint32_t events) {
+  if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) peer_closed_ = true;
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) readable_ = true;
+  if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) writable_ = true;
+  on_ready();
+}
+
+void Stream::on_ready() {
+  // A completion may start, drop or close anything: every step re-checks.
+  if (connecting_) {
+    perform_connect();
+  } else if (write_.done != nullptr && writable_ && fd_ >= 0) {
+    perform_write();
+  }
+  if (read_.done != nullptr && readable_ && fd_ >= 0) perform_read();
+}
+
+void Stream::perform_connect() {
+  error_code ec = connect_error_;
+  if (!ec) {
+    if (!writable_ || fd_ < 0) return;  // still connecting
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) {
+      ec = errno_code(err);
+    } else {
+      const int one = 1;
+      ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+  }
+  connecting_ = false;
+  connect_error_.clear();
+  complete(std::exchange(write_, WriteOp{}).done, ec, 0);
+}
+
+void Stream::perform_write() {
+  while (write_.sent < write_.len) {
+    const ssize_t n =
+        ::send(fd_, write_.data + write_.sent, write_.len - write_.sent, MSG_NOSIGNAL);
+    if (n >= 0) {
+      write_.sent += static_cast<std::size_t>(n);
+    } else if (errno == EINTR) {
+      continue;
+    } else if (would_block(errno)) {
+      writable_ = false;  // the poller reports when there is room again
+      return;
+    } else {
+      const int e = errno;
+      const WriteOp op = std::exchange(write_, WriteOp{});
+      return complete(op.done, errno_code(e), op.sent);
+    }
+  }
+  const WriteOp op = std::exchange(write_, WriteOp{});
+  complete(op.done, {}, op.len);
+}
+
+void Stream::perform_read() {
+  ssize_t n = 0;
+  do {
+    n = ::recv(fd_, read_.data, read_.cap, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && would_block(errno)) {
+    readable_ = false;
+    return;
+  }
+  const int e = errno;
+  const ReadOp op = std::exchange(read_, ReadOp{});
+  if (n > 0) {
+    // A short read emptied the socket: the next data is reported by the poller. A full one
+    // may have left bytes behind, and once the peer closed, reads answer at once.
+    if (static_cast<std::size_t>(n) < op.cap && !peer_closed_) readable_ = false;
+    return complete(op.done, {}, static_cast<std::size_t>(n));
+  }
+  complete(op.done, n == 0 ? error_code(asio::error::eof) : errno_code(e), 0);
+}
+
+void Stream::complete(Done done, const error_code& ec, std::size_t n) {
+  if (done == nullptr) return;
+  Session* s = session();
+  if (s == nullptr) return;
+  const Ref<Session> keep(s);  // the completion may release the stream's owner
+  done(*s, ec, n);
+}
+
+}  // namespace floodgate::proxy
