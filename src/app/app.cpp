@@ -14,7 +14,7 @@
 
 #include "admin_server.h"
 #include "floodgate/config/config.h"
-#include "floodgate/core/handler_slot.h"
+#include "floodgate/core/heap_count.h"
 #include "floodgate/metrics/prometheus.h"
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/reactor.h"
@@ -199,11 +199,10 @@ class Process {
     w.header("floodgate_access_log_dropped_total",
              "Access log lines dropped because the log queue was full.", MetricType::counter);
     w.sample("floodgate_access_log_dropped_total", {}, access_log_.dropped());
-    w.header("floodgate_handler_heap_allocations_total",
-             "Asynchronous operations whose memory did not fit their connection's in-object "
-             "slot and came from the heap; stays 0 on the steady-state request path.",
+    w.header("floodgate_reactor_heap_allocations_total",
+             "Heap allocations made on reactor threads: one per connection, none per request.",
              MetricType::counter);
-    w.sample("floodgate_handler_heap_allocations_total", {}, HandlerSlot::heap_fallbacks());
+    w.sample("floodgate_reactor_heap_allocations_total", {}, counted_heap_allocations());
   }
 
   std::shared_ptr<const proxy::Snapshot> snapshot_;

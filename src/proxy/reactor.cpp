@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "backend_conn.h"
+#include "floodgate/core/heap_count.h"
 #include "poller.h"
 #include "session.h"
 
@@ -166,6 +167,7 @@ void Reactor::start() {
   ticker_->start();
   for (auto& l : listeners_) poller_->defer(*l);  // connections that queued before the start
   thread_ = std::thread([this] {
+    count_heap_allocations_on_this_thread();
     poller_->run();
     finished_.store(true, std::memory_order_release);
   });
