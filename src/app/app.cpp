@@ -31,6 +31,11 @@ const char* version() {
 
 namespace {
 
+// server.workers, with 0 resolved to one reactor per core.
+unsigned resolved_workers(const ServerParams& server) {
+  return server.workers != 0 ? server.workers : std::max(1U, std::thread::hardware_concurrency());
+}
+
 spdlog::level::level_enum to_spdlog(LogLevel l) {
   return static_cast<spdlog::level::level_enum>(static_cast<int>(l));
 }
@@ -83,11 +88,13 @@ class Process {
  public:
   Process(std::shared_ptr<const proxy::Snapshot> snapshot, const config::Config& cfg,
           const std::string& path)
-      : snapshot_(std::move(snapshot)), cfg_(cfg), path_(path), access_log_(cfg.log) {}
+      : snapshot_(std::move(snapshot)),
+        cfg_(cfg),
+        path_(path),
+        access_log_(cfg.log, resolved_workers(cfg.server)) {}
 
   int start() {
-    unsigned workers = cfg_.server.workers;
-    if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned workers = resolved_workers(cfg_.server);
     for (unsigned i = 0; i < workers; ++i) {
       reactors_.push_back(std::make_unique<proxy::Reactor>(i, snapshot_, access_log_));
     }

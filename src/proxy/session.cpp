@@ -258,7 +258,7 @@ void Session::log_request() {
   r.duration = elapsed;
   r.reason = reason_;
   r.request_id = request_id_view_;
-  log.write(r);
+  log.write(reactor_.index(), r);
 }
 
 // Closes the connection gracefully: our response is out, so stop sending and discard what

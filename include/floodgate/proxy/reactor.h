@@ -66,6 +66,8 @@ class Reactor {
   // True once the reactor thread has ended (after drain or force_close).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
 
+  unsigned index() const { return index_; }
+
   // --- reactor thread only ---
   Poller& poller() { return *poller_; }
   const Snapshot& snapshot() const { return *snapshot_; }
