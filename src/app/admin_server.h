@@ -1,5 +1,6 @@
-// The admin listener: GET /healthz and GET /metrics (Prometheus text format), on the main
-// thread's io_context, never on a reactor. One request per connection; every read has a
+// The admin listener: GET /healthz, GET /metrics (Prometheus text format) and the control API
+// under /config (docs/operations.md), on the main thread's io_context, never on a reactor. One
+// request per connection (Connection: close); a body needs Content-Length; every read has a
 // deadline and a size bound.
 #pragma once
 
@@ -12,10 +13,26 @@ namespace floodgate::app {
 
 class AdminServer {
  public:
+  struct Request {
+    std::string method;
+    std::string path;           // without the query
+    std::string authorization;  // the Authorization header's value, if any
+    std::string body;
+  };
+  struct Response {
+    int status = 200;
+    std::string body;
+    std::string content_type = "application/json";
+  };
+
   struct Handlers {
     std::function<void(std::string&)> metrics;  // appends the exposition text
     std::function<bool()> draining;
+    std::function<Response(const Request&)> control;  // every path under /config
   };
+
+  // Largest request body accepted (a configuration file).
+  static constexpr std::size_t kMaxBody = std::size_t{4} << 20;
 
   // Binds and listens; throws boost::system::system_error on failure.
   AdminServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at, Handlers h);

@@ -2,14 +2,20 @@
 
 #include <sys/resource.h>
 
+#include <fmt/chrono.h>
 #include <spdlog/async.h>
 #include <spdlog/async_logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/json.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "admin_server.h"
@@ -18,7 +24,8 @@
 #include "floodgate/metrics/prometheus.h"
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/reactor.h"
-#include "snapshot_builder.h"
+#include "generations.h"
+#include "notify.h"
 
 namespace floodgate::app {
 
@@ -83,34 +90,139 @@ int fail(const std::string& message) {
   return 1;
 }
 
-// Owns the running process: reactors, admin listener, signals and the shutdown sequence.
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", std::chrono::floor<std::chrono::seconds>(t),
+                     ms.count() % 1000);
+}
+
+bool same_policy(const UpstreamParams& a, const UpstreamParams& b) {
+  return a.balance == b.balance && a.connect_timeout == b.connect_timeout &&
+         a.response_timeout == b.response_timeout && a.keepalive == b.keepalive &&
+         a.keepalive_timeout == b.keepalive_timeout;
+}
+
+// What activating `next` would change against `active` (POST /config/preview).
+boost::json::object diff(const config::Config& active, const config::Config& next) {
+  namespace json = boost::json;
+  json::array pools_added, pools_removed, pools_changed, routes_added, routes_removed,
+      routes_changed;
+  json::array servers_added, servers_removed, servers_changed, policies_changed;
+  auto find_pool = [](const config::Config& c, const std::string& name) -> const UpstreamParams* {
+    for (const auto& u : c.upstreams) {
+      if (u.name == name) return &u;
+    }
+    return nullptr;
+  };
+  for (const auto& u : next.upstreams) {
+    const UpstreamParams* old = find_pool(active, u.name);
+    if (old == nullptr) {
+      pools_added.emplace_back(json::string(u.name));
+      continue;
+    }
+    bool changed = false;
+    for (const auto& srv : u.servers) {
+      const auto it = std::find_if(old->servers.begin(), old->servers.end(), [&](const auto& o) {
+        return o.address.text == srv.address.text;
+      });
+      if (it == old->servers.end()) {
+        servers_added.push_back(json::object{{"upstream", u.name}, {"server", srv.address.text}});
+        changed = true;
+      } else if (it->weight != srv.weight) {
+        servers_changed.push_back(json::object{
+            {"upstream", u.name}, {"server", srv.address.text}, {"weight", srv.weight}});
+        changed = true;
+      }
+    }
+    for (const auto& o : old->servers) {
+      const bool kept = std::any_of(u.servers.begin(), u.servers.end(), [&](const auto& n) {
+        return n.address.text == o.address.text;
+      });
+      if (!kept) {
+        servers_removed.push_back(json::object{{"upstream", u.name}, {"server", o.address.text}});
+        changed = true;
+      }
+    }
+    if (!same_policy(*old, u)) {
+      policies_changed.emplace_back(json::string(u.name));
+      changed = true;
+    }
+    if (changed) pools_changed.emplace_back(json::string(u.name));
+  }
+  for (const auto& o : active.upstreams) {
+    if (find_pool(next, o.name) == nullptr) pools_removed.emplace_back(json::string(o.name));
+  }
+  auto route_key = [](const RouteParams& r) { return r.host + r.path_prefix; };
+  auto route_json = [](const RouteParams& r) {
+    return json::object{{"host", r.host}, {"path_prefix", r.path_prefix}, {"upstream", r.upstream}};
+  };
+  for (const auto& r : next.routes) {
+    const auto it = std::find_if(active.routes.begin(), active.routes.end(),
+                                 [&](const auto& o) { return route_key(o) == route_key(r); });
+    if (it == active.routes.end()) {
+      routes_added.push_back(route_json(r));
+    } else if (it->upstream != r.upstream) {
+      routes_changed.push_back(route_json(r));
+    }
+  }
+  for (const auto& o : active.routes) {
+    const bool kept = std::any_of(next.routes.begin(), next.routes.end(),
+                                  [&](const auto& r) { return route_key(r) == route_key(o); });
+    if (!kept) routes_removed.push_back(route_json(o));
+  }
+  return json::object{
+      {"pools",
+       json::object{
+           {"added", pools_added}, {"removed", pools_removed}, {"changed", pools_changed}}},
+      {"servers",
+       json::object{
+           {"added", servers_added}, {"removed", servers_removed}, {"changed", servers_changed}}},
+      {"routes",
+       json::object{
+           {"added", routes_added}, {"removed", routes_removed}, {"changed", routes_changed}}},
+      {"policies", json::object{{"changed", policies_changed}}},
+  };
+}
+
+// Owns the running process: reactors, admin listener, signals, configuration generations and
+// the shutdown sequence. Main thread only.
 class Process {
  public:
-  Process(std::shared_ptr<const proxy::Snapshot> snapshot, const config::Config& cfg,
-          const std::string& path)
-      : snapshot_(std::move(snapshot)),
-        cfg_(cfg),
+  Process(Generations gens, const std::string& path)
+      : gens_(std::move(gens)),
+        start_(gens_.active().config),
         path_(path),
-        access_log_(cfg.log, resolved_workers(cfg.server)) {}
+        access_log_(start_.log, resolved_workers(start_.server)) {}
 
   int start() {
-    const unsigned workers = resolved_workers(cfg_.server);
+    const unsigned workers = resolved_workers(start_.server);
     for (unsigned i = 0; i < workers; ++i) {
-      reactors_.push_back(std::make_unique<proxy::Reactor>(i, snapshot_, access_log_));
+      reactors_.push_back(
+          std::make_unique<proxy::Reactor>(i, gens_.active().snapshot, access_log_));
     }
-    for (std::size_t l = 0; l < cfg_.server.listen.size(); ++l) {
-      if (int rc = bind_listener(l); rc != 0) return rc;
+    for (const Endpoint& e : start_.server.listen) {
+      try {
+        auto at = to_tcp(e);
+        // Every reactor binds the same address (SO_REUSEPORT); port 0 is resolved by the first.
+        for (auto& r : reactors_) at = r->listen(at, e.text);
+        spdlog::info("listening on {}", at.address().to_string() + ":" + std::to_string(at.port()));
+      } catch (const std::exception& ex) {
+        return fail(path_ + ": server.listen: cannot listen on " + e.text + ": " + ex.what());
+      }
     }
     try {
-      admin_.emplace(io_, to_tcp(cfg_.admin.listen),
-                     AdminServer::Handlers{[this](std::string& out) { render_metrics(out); },
-                                           [this] { return draining_; }});
+      admin_.emplace(
+          io_, to_tcp(start_.admin.listen),
+          AdminServer::Handlers{[this](std::string& out) { render_metrics(out); },
+                                [this] { return draining_; },
+                                [this](const AdminServer::Request& r) { return control(r); }});
     } catch (const std::exception& e) {
-      return fail(path_ + ": admin.listen: cannot listen on " + cfg_.admin.listen.text + ": " +
+      return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
                   e.what());
     }
     for (auto& r : reactors_) r->start();
-    spdlog::info("started {} worker(s); admin on {}", workers, cfg_.admin.listen.text);
+    spdlog::info("started {} worker(s); admin on {}; generation 1 ({})", workers,
+                 start_.admin.listen.text, gens_.active().snapshot->sha256);
     return 0;
   }
 
@@ -118,7 +230,11 @@ class Process {
     signals_.add(SIGTERM);
     signals_.add(SIGINT);
     signals_.add(SIGHUP);
+    signals_.add(SIGUSR1);
     wait_signal();
+    // Every listener is up (start()) and signals are caught from here on, so a stop is a
+    // drain: tell systemd.
+    notifier_.ready(gens_.active().snapshot->generation);
     io_.run();
     for (auto& r : reactors_) r->join();
     const uint64_t cut = [this] {
@@ -136,25 +252,301 @@ class Process {
   }
 
  private:
-  int bind_listener(std::size_t l) {
-    const Endpoint& e = cfg_.server.listen[l];
+  struct Outcome {
+    config::LoadResult validation;  // diagnostics (valid only when there are no errors)
+    std::string error;              // a failure after validation (binding, resolving)
+    uint64_t generation = 0;        // set when activated
+  };
+
+  // Validates `source`; with `activate`, builds and publishes it as the next generation.
+  Outcome apply(const std::string& source, const std::string& origin, bool activate) {
+    Outcome out;
+    out.validation = config::load_string(source, origin);
+    if (!out.validation.ok()) return out;
+    restart_only_changes(*out.validation.config, origin, out.validation);
+    if (!out.validation.ok() || !activate) return out;
+    Generations::Entry next;
     try {
-      auto at = to_tcp(e);
-      // Every reactor binds the same address (SO_REUSEPORT); port 0 is resolved by the first.
-      for (auto& r : reactors_) at = r->listen(at);
-      spdlog::info("listening on {}", at.address().to_string() + ":" + std::to_string(at.port()));
-    } catch (const std::exception& ex) {
-      return fail(path_ + ": server.listen[" + std::to_string(l) + "]: cannot listen on " + e.text +
-                  ": " + ex.what());
+      next = gens_.build(*out.validation.config, source);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+      return out;
     }
-    return 0;
+    if (!apply_listeners(next.config, out.error)) return out;
+    publish(std::move(next));
+    out.generation = gens_.active().snapshot->generation;
+    return out;
+  }
+
+  // Keys a running floodgate cannot change: they are refused with the reason, so the file is
+  // never half applied.
+  void restart_only_changes(const config::Config& next, const std::string& origin,
+                            config::LoadResult& result) {
+    bool refused = false;
+    auto refuse = [&](std::string path, std::string message) {
+      result.diagnostics.push_back(config::Diagnostic{config::Diagnostic::Severity::error, origin,
+                                                      0, 0, std::move(path), std::move(message)});
+      refused = true;
+    };
+    const config::Config& now = start_;
+    if (resolved_workers(next.server) != resolved_workers(now.server)) {
+      refuse("server.workers", "the number of reactors cannot change while floodgate runs (" +
+                                   std::to_string(resolved_workers(now.server)) +
+                                   "); restart floodgate to apply it, or set it back");
+    }
+    if (next.admin.listen.text != now.admin.listen.text) {
+      refuse("admin.listen", "the admin listener cannot move while floodgate runs (it is on " +
+                                 now.admin.listen.text + "); restart floodgate to apply it");
+    }
+    if (next.log.access_log != now.log.access_log ||
+        next.log.access_log_format != now.log.access_log_format) {
+      refuse("log.access_log",
+             "the access log's destination and format are fixed at start; "
+             "restart floodgate to change them (SIGUSR1 reopens the file)");
+    }
+    if (next.server.max_headers > now.server.max_headers ||
+        next.server.max_uri_bytes + next.server.max_header_bytes >
+            now.server.max_uri_bytes + now.server.max_header_bytes) {
+      refuse("server.max_header_bytes",
+             "request buffers were sized at start for max_headers = " +
+                 std::to_string(now.server.max_headers) +
+                 " and max_uri_bytes + max_header_bytes = " +
+                 std::to_string(now.server.max_uri_bytes + now.server.max_header_bytes) +
+                 "; a reload may lower these limits, raising them needs a restart");
+    }
+    if (refused) result.config.reset();  // `next` refers into it: only now
+  }
+
+  // Binds addresses `next` adds (on every reactor) and closes those it removes. Nothing
+  // changes when a bind fails.
+  bool apply_listeners(const config::Config& next, std::string& error) {
+    const auto& now = gens_.active().config.server.listen;
+    auto listed = [](const std::vector<Endpoint>& list, const Endpoint& e) {
+      return std::any_of(list.begin(), list.end(),
+                         [&](const Endpoint& x) { return x.text == e.text; });
+    };
+    std::vector<std::pair<std::string, std::vector<int>>> opened;
+    for (const Endpoint& e : next.server.listen) {
+      if (listed(now, e)) continue;
+      std::vector<int> fds;
+      try {
+        auto at = to_tcp(e);
+        for (std::size_t i = 0; i < reactors_.size(); ++i) {
+          boost::asio::ip::tcp::endpoint bound;
+          fds.push_back(proxy::Reactor::open_listener(at, bound));
+          at = bound;
+        }
+      } catch (const std::exception& ex) {
+        for (int fd : fds) ::close(fd);
+        for (auto& [key, list] : opened) {
+          for (int fd : list) ::close(fd);
+        }
+        error = "server.listen: cannot listen on " + e.text + ": " + ex.what();
+        return false;
+      }
+      opened.emplace_back(e.text, std::move(fds));
+    }
+    for (auto& [key, fds] : opened) {
+      for (std::size_t i = 0; i < reactors_.size(); ++i) reactors_[i]->add_listener(fds[i], key);
+      spdlog::info("listening on {}", key);
+    }
+    for (const Endpoint& e : now) {
+      if (listed(next.server.listen, e)) continue;
+      for (auto& r : reactors_) r->remove_listener(e.text);
+      spdlog::info("no longer listening on {} (established connections carry on)", e.text);
+    }
+    return true;
+  }
+
+  void publish(Generations::Entry next) {
+    std::shared_ptr<const proxy::Snapshot> old = gens_.active().snapshot;
+    const auto snap = next.snapshot;
+    gens_.activate(std::move(next));
+    for (auto& r : reactors_) r->swap(snap);
+    spdlog::set_level(to_spdlog(snap->log.level));
+    ++reloads_ok_;
+    last_success_ = std::chrono::system_clock::now();
+    track_retirement(old);
+    spdlog::info("generation {} active ({}); generation {} retiring", snap->generation,
+                 snap->sha256, old->generation);
+  }
+
+  // --- Retirement: an old generation ends when its last request ends, or is forced after
+  // server.retirement_grace (then requests on pools it alone had are ended).
+  struct Retiring {
+    std::weak_ptr<const proxy::Snapshot> snapshot;
+    uint64_t generation;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  void track_retirement(const std::shared_ptr<const proxy::Snapshot>& old) {
+    retiring_.push_back(Retiring{
+        old, old->generation,
+        std::chrono::steady_clock::now() + gens_.active().snapshot->server.retirement_grace});
+    if (retiring_.size() == 1) poll_retirement();
+  }
+
+  void poll_retirement() {
+    retire_timer_.expires_after(std::chrono::milliseconds(100));
+    retire_timer_.async_wait([this](const error_code& ec) {
+      if (ec) return;
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(retiring_, [&](const Retiring& r) {
+        // The previous generation stays in memory for rollback; what matters is whether any
+        // reactor still runs a request on it.
+        const auto s = r.snapshot.lock();
+        if (s == gens_.active().snapshot) return true;  // rolled back to: not retiring any more
+        if (!s || s->reactor_holds.load(std::memory_order_acquire) == 0) {
+          spdlog::info("generation {} retired", r.generation);
+          return true;
+        }
+        if (now >= r.deadline) {
+          spdlog::warn(
+              "generation {}: retirement_grace passed; ending its requests on removed "
+              "upstreams",
+              r.generation);
+          for (auto& reactor : reactors_) reactor->retire(r.generation);
+          return true;
+        }
+        return false;
+      });
+      if (!retiring_.empty()) poll_retirement();
+    });
+  }
+
+  // --- Control API (docs/operations.md) -----------------------------------------------------
+  AdminServer::Response control(const AdminServer::Request& req) {
+    namespace json = boost::json;
+    auto reply = [](int status, const json::value& v) {
+      return AdminServer::Response{status, json::serialize(v) + "\n"};
+    };
+    auto message = [&](int status, std::string text) {
+      return reply(status, json::object{{"error", std::move(text)}});
+    };
+    if (req.path == "/config") {
+      if (req.method != "GET") return message(405, "use GET /config");
+      const auto& snap = *gens_.active().snapshot;
+      return reply(200, json::object{{"generation", snap.generation},
+                                     {"sha256", snap.sha256},
+                                     {"loaded_at", rfc3339(snap.loaded_at)}});
+    }
+    const std::string_view action = std::string_view(req.path).substr(8);  // after "/config/"
+    if (action != "validate" && action != "preview" && action != "activate" &&
+        action != "rollback") {
+      return message(404, "unknown path; see docs/operations.md for the control API");
+    }
+    if (req.method != "POST") return message(405, "use POST " + req.path);
+    const std::string& token = gens_.active().config.admin.token;
+    if (!token.empty() && !token_matches(req.authorization, token)) {
+      return message(401, "missing or wrong token: send Authorization: Bearer <admin.token>");
+    }
+    if (draining_) return message(503, "floodgate is shutting down");
+    if (action == "validate") {
+      return AdminServer::Response{
+          200, config::to_json(apply(req.body, "request body", false).validation) + "\n"};
+    }
+    if (action == "preview") {
+      Outcome o = apply(req.body, "request body", false);
+      if (!o.validation.ok())
+        return AdminServer::Response{422, config::to_json(o.validation) + "\n"};
+      json::object changes = diff(gens_.active().config, *o.validation.config);
+      changes["generation"] = gens_.active().snapshot->generation;
+      return reply(200, changes);
+    }
+    if (action == "activate") {
+      const bool from_file = req.body.empty();
+      std::string source = req.body;
+      if (from_file && !read_config_file(source)) {
+        ++reloads_failed_;
+        return message(500, "cannot read " + path_ + ": " + source);
+      }
+      Outcome o = reload(source, from_file ? path_ : std::string("request body"), "control API");
+      if (!o.validation.ok())
+        return AdminServer::Response{422, config::to_json(o.validation) + "\n"};
+      if (o.generation == 0) return message(500, o.error);
+      return reply(200, json::object{{"generation", o.generation}});
+    }
+    // rollback
+    const Generations::Entry* previous = gens_.previous();
+    if (previous == nullptr) return message(409, "there is no previous generation to go back to");
+    notifier_.reloading();
+    const std::shared_ptr<const proxy::Snapshot> old = gens_.active().snapshot;
+    std::string error;
+    if (!apply_listeners(previous->config, error)) {
+      notifier_.reloaded(old->generation, false, error);
+      return message(500, error);
+    }
+    gens_.rollback();
+    const auto snap = gens_.active().snapshot;
+    for (auto& r : reactors_) r->swap(snap);
+    spdlog::set_level(to_spdlog(snap->log.level));
+    track_retirement(old);
+    spdlog::info("rollback: generation {} active again; generation {} retiring", snap->generation,
+                 old->generation);
+    notifier_.reloaded(snap->generation, true, "");
+    return reply(200, json::object{{"generation", snap->generation}});
+  }
+
+  static bool token_matches(std::string_view authorization, std::string_view token) {
+    constexpr std::string_view kBearer = "Bearer ";
+    if (!authorization.starts_with(kBearer)) return false;
+    const std::string_view given = authorization.substr(kBearer.size());
+    // Constant time in the token's length: the comparison does not stop at the first difference.
+    unsigned char diff = given.size() == token.size() ? 0 : 1;
+    for (std::size_t i = 0; i < token.size(); ++i) {
+      diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
+    }
+    return diff == 0;
+  }
+
+  bool read_config_file(std::string& text) {
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) {
+      text = std::strerror(errno);
+      return false;
+    }
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    text = buf.str();
+    return true;
+  }
+
+  // A reload from SIGHUP or the control API: validate, build, publish; log the outcome.
+  Outcome reload(const std::string& source, const std::string& origin, std::string_view trigger) {
+    notifier_.reloading();
+    Outcome o = apply(source, origin, true);
+    if (o.generation != 0) {
+      for (const auto& d : o.validation.diagnostics) spdlog::warn("{}", config::format(d));
+      notifier_.reloaded(o.generation, true, "");
+      return o;
+    }
+    ++reloads_failed_;
+    spdlog::error("reload ({}) refused; generation {} keeps serving", trigger,
+                  gens_.active().snapshot->generation);
+    for (const auto& d : o.validation.diagnostics) spdlog::error("{}", config::format(d));
+    if (!o.error.empty()) spdlog::error("{}: {}", origin, o.error);
+    notifier_.reloaded(gens_.active().snapshot->generation, false,
+                       o.error.empty() ? "invalid configuration" : o.error);
+    return o;
   }
 
   void wait_signal() {
     signals_.async_wait([this](const error_code& ec, int sig) {
       if (ec) return;
       if (sig == SIGHUP) {
-        spdlog::warn("SIGHUP ignored: configuration reload is not available in this version");
+        if (!draining_) {
+          spdlog::info("SIGHUP: reloading {}", path_);
+          std::string source;
+          if (read_config_file(source)) {
+            reload(source, path_, "SIGHUP");
+          } else {
+            ++reloads_failed_;
+            spdlog::error("reload (SIGHUP) refused: cannot read {}: {}", path_, source);
+          }
+        }
+      } else if (sig == SIGUSR1) {
+        access_log_.reopen();
+        spdlog::info("SIGUSR1: log files reopened");
       } else if (!draining_) {
         begin_drain(sig);
       } else {
@@ -167,10 +559,12 @@ class Process {
 
   void begin_drain(int sig) {
     draining_ = true;
+    notifier_.stopping();
+    const auto drain_timeout = gens_.active().snapshot->server.drain_timeout;
     spdlog::info("{} received: draining (at most {} ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                 cfg_.server.drain_timeout.count());
+                 drain_timeout.count());
     for (auto& r : reactors_) r->drain();
-    drain_timer_.expires_after(cfg_.server.drain_timeout);
+    drain_timer_.expires_after(drain_timeout);
     drain_timer_.async_wait([this](const error_code& ec) {
       if (ec) return;
       spdlog::warn("drain_timeout reached: closing in-flight requests");
@@ -192,6 +586,7 @@ class Process {
       for (auto& r : reactors_) all_done = all_done && r->finished();
       if (!all_done) return poll_done();
       drain_timer_.cancel();
+      retire_timer_.cancel();
       signals_.cancel();
       if (admin_) admin_->close();
       io_.stop();
@@ -201,7 +596,7 @@ class Process {
   void render_metrics(std::string& out) {
     std::vector<const ReactorMetrics*> shards;
     for (auto& r : reactors_) shards.push_back(&r->metrics());
-    render_prometheus(shards, snapshot_->upstream_names, out);
+    render_prometheus(shards, gens_.pool_names(), out);
     PrometheusWriter w(out);
     w.header("floodgate_access_log_dropped_total",
              "Access log lines dropped because the log queue was full.", MetricType::counter);
@@ -210,40 +605,70 @@ class Process {
              "Heap allocations made on reactor threads: one per connection, none per request.",
              MetricType::counter);
     w.sample("floodgate_reactor_heap_allocations_total", {}, counted_heap_allocations());
+    w.header("floodgate_config_generation", "The active configuration generation.",
+             MetricType::gauge);
+    w.sample("floodgate_config_generation", {},
+             static_cast<double>(gens_.active().snapshot->generation));
+    w.header("floodgate_config_reloads_total",
+             "Reloads by result (SIGHUP and POST /config/activate; start-up not counted).",
+             MetricType::counter);
+    const Label ok[] = {{"result", "ok"}};
+    const Label error[] = {{"result", "error"}};
+    w.sample("floodgate_config_reloads_total", ok, reloads_ok_);
+    w.sample("floodgate_config_reloads_total", error, reloads_failed_);
+    w.header("floodgate_config_last_reload_success_timestamp_seconds",
+             "When the active configuration was last loaded successfully (start-up included).",
+             MetricType::gauge);
+    w.sample("floodgate_config_last_reload_success_timestamp_seconds", {},
+             std::chrono::duration<double>(last_success_.time_since_epoch()).count());
   }
 
-  std::shared_ptr<const proxy::Snapshot> snapshot_;
-  const config::Config& cfg_;
+  Generations gens_;
+  const config::Config start_;  // the configuration floodgate started with
   std::string path_;
   proxy::AccessLog access_log_;
   asio::io_context io_{1};
   asio::signal_set signals_{io_};
   asio::steady_timer drain_timer_{io_};
   asio::steady_timer poll_timer_{io_};
+  asio::steady_timer retire_timer_{io_};
   std::optional<AdminServer> admin_;
   std::vector<std::unique_ptr<proxy::Reactor>> reactors_;
+  std::vector<Retiring> retiring_;
+  uint64_t reloads_ok_ = 0;
+  uint64_t reloads_failed_ = 0;
+  std::chrono::system_clock::time_point last_success_ = std::chrono::system_clock::now();
   bool draining_ = false;
+  Notifier notifier_;
 };
 
 }  // namespace
 
 int run(const std::string& config_path) {
-  const config::LoadResult loaded = config::load_file(config_path);
+  std::string source;
+  {
+    std::ifstream in(config_path, std::ios::binary);
+    if (!in) return fail(config_path + ": cannot read: " + std::strerror(errno));
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    source = buf.str();
+  }
+  const config::LoadResult loaded = config::load_string(source, config_path);
   for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", config::format(d).c_str());
   if (!loaded.ok()) return fail(config_path + ": configuration is invalid; nothing was started");
   const config::Config& cfg = *loaded.config;
   std::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
-  std::shared_ptr<const proxy::Snapshot> snapshot;
+  Generations gens(resolved_workers(cfg.server));
   try {
-    snapshot = build_snapshot(cfg);
+    gens.activate(gens.build(cfg, source));
   } catch (const std::exception& e) {
     return fail(config_path + ": " + e.what());
   }
   ProcessLog process_log(cfg.log);
   std::unique_ptr<Process> process;
   try {
-    process = std::make_unique<Process>(snapshot, cfg, config_path);
+    process = std::make_unique<Process>(std::move(gens), config_path);
   } catch (const std::exception& e) {
     return fail(config_path + ": " + e.what());
   }

@@ -1,4 +1,5 @@
-// Command-line parsing for the floodgate binary.
+// Command-line parsing for the floodgate binary: `floodgate -c FILE` runs the proxy,
+// `floodgate check -c FILE [--format text|json]` validates a file and exits. Pure; main thread.
 #pragma once
 
 #include <string>
@@ -6,9 +7,11 @@
 namespace floodgate::app {
 
 struct Options {
-  enum class Command { run, version, help, usage_error };
+  enum class Command { run, check, version, help, usage_error };
+  enum class Format { text, json };  // of `floodgate check`
   Command command = Command::usage_error;
   std::string config_path;
+  Format format = Format::text;
   std::string error;  // for usage_error
 };
 

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "app.h"
+#include "check.h"
 #include "cli.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
     case Options::Command::usage_error:
       std::fprintf(stderr, "floodgate: %s\n\n%s", opts.error.c_str(), floodgate::app::usage());
       return 1;
+    case Options::Command::check:
+      return floodgate::app::check(opts.config_path, opts.format);
     case Options::Command::run:
       break;
   }

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "rules.h"
 #include "table_reader.h"
 #include "values.h"
 
@@ -30,6 +31,16 @@ constexpr std::array<Choice<AccessLogFormat>, 2> kAccessLogFormats{{
     {"combined", AccessLogFormat::combined},
 }};
 
+template <class E, size_t N>
+std::string_view name_of(const std::array<Choice<E>, N>& choices, E value) {
+  for (const Choice<E>& c : choices) {
+    if (c.value == value) {
+      return c.name;
+    }
+  }
+  return "?";  // unreachable: every value has a name
+}
+
 constexpr std::string_view kServersExample =
     R"(servers = ["127.0.0.1:9000", { address = "127.0.0.1:9001", weight = 2 }])";
 
@@ -45,7 +56,7 @@ constexpr std::string_view kRoute = "a [[routes]] entry";
 constexpr std::string_view kLog = "[log]";
 constexpr std::string_view kServerEntry =
     R"(a server entry, e.g. servers = [{ address = "127.0.0.1:9000", weight = 2 }])";
-constexpr std::array<KeyHome, 23> kKeyHomes{{
+constexpr std::array<KeyHome, 24> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"max_header_bytes", kServer},
@@ -55,6 +66,7 @@ constexpr std::array<KeyHome, 23> kKeyHomes{{
     {"header_timeout", kServer},
     {"idle_timeout", kServer},
     {"drain_timeout", kServer},
+    {"retirement_grace", kServer},
     {"level", kLog},
     {"access_log", kLog},
     {"access_log_format", kLog},
@@ -87,21 +99,13 @@ std::string quoted(std::string_view s) {
   return "\"" + std::string(s) + "\"";
 }
 
-// Where the listeners were defined, to catch the admin listener sharing a data-plane port.
-struct ListenMarks {
-  bool server_ok = true;
-  bool admin_ok = true;
-  Position server_at;
-  std::optional<Position> admin_at;
-};
-
 // Upstream name -> line of its definition. Holds invalid names too, so that a route naming
 // one is not reported a second time as undefined.
 using Names = std::map<std::string, int, std::less<>>;
 
-void read_server(TableReader& r, ServerParams& p, ListenMarks& marks) {
-  marks.server_ok = r.endpoints("listen", PortRule::zero_allowed, p.listen);
-  marks.server_at = r.position("listen");
+void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
+  marks.server_listen_ok = r.endpoints("listen", PortRule::zero_allowed, p.listen);
+  marks.server_listen_at = r.position("listen");
   r.integer("workers", 0, 256, p.workers);
   r.integer("max_header_bytes", 256, 1'048'576, p.max_header_bytes);
   r.integer("max_headers", 1, 10'000, p.max_headers);
@@ -110,11 +114,15 @@ void read_server(TableReader& r, ServerParams& p, ListenMarks& marks) {
   r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
   r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
+  r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
 }
 
-void read_admin(TableReader& r, AdminParams& p, ListenMarks& marks) {
-  marks.admin_ok = r.endpoint("listen", PortRule::nonzero, p.listen);
-  marks.admin_at = r.position("listen");
+void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {
+  marks.admin_listen_ok = r.endpoint("listen", PortRule::nonzero, p.listen);
+  marks.admin_listen_at = r.position("listen");
+  marks.token_given = r.find("token") != nullptr;
+  r.secret("token", R"(token = "<at least 16 visible ASCII characters>")", parse_admin_token,
+           p.token);
 }
 
 Parsed<std::string> parse_access_log(std::string_view sink) {
@@ -128,21 +136,6 @@ void read_log(TableReader& r, LogParams& p) {
   r.choice("level", kLogLevels, p.level);
   r.text("access_log", R"(access_log = "stderr")", parse_access_log, p.access_log);
   r.choice("access_log_format", kAccessLogFormats, p.access_log_format);
-}
-
-// With SO_REUSEPORT both listeners could bind the same port and share its connections.
-void check_admin_port(const Config& c, const ListenMarks& marks, Collector& out) {
-  if (!marks.server_ok || !marks.admin_ok) {
-    return;
-  }
-  for (const Endpoint& e : c.server.listen) {
-    if (e.port != 0 && e.host == c.admin.listen.host && e.port == c.admin.listen.port) {
-      out.error(marks.admin_at.value_or(marks.server_at), "admin.listen",
-                quoted(c.admin.listen.text) +
-                    " is also a server.listen address; give the admin listener its own port");
-      return;
-    }
-  }
 }
 
 void read_name(TableReader& r, UpstreamParams& u, Names& names) {
@@ -218,6 +211,28 @@ void read_servers(TableReader& r, std::vector<ServerEntry>& out) {
   }
 }
 
+// Weights only steer round_robin (upstream/balancer.h); a weight under another balancer is
+// almost certainly meant to do something it does not.
+void warn_ignored_weights(TableReader& r, const UpstreamParams& u) {
+  const toml::node* servers = r.find("servers");
+  const toml::array* items = servers ? servers->as_array() : nullptr;
+  if (u.balance == Balance::round_robin || !items || u.servers.size() != items->size()) {
+    return;  // no weights to ignore, or the servers have errors of their own
+  }
+  const std::string_view balance = name_of(kBalances, u.balance);
+  for (size_t i = 0; i < items->size(); ++i) {
+    const toml::table* entry = (*items)[i].as_table();
+    if (!entry || !entry->contains("weight") || u.servers[i].weight == 1) {
+      continue;
+    }
+    r.out().warning(position_of(entry->find("weight")->first.source()),
+                    r.path("servers") + "[" + std::to_string(i) + "].weight",
+                    "weight " + std::to_string(u.servers[i].weight) + " is ignored by balance = " +
+                        quoted(balance) + "; only round_robin uses weights: set balance = " +
+                        "\"round_robin\" or remove the weight");
+  }
+}
+
 void read_upstream(TableReader& r, UpstreamParams& u, Names& names) {
   read_name(r, u, names);
   read_servers(r, u.servers);
@@ -226,11 +241,26 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names) {
   r.duration("response_timeout", Zero::rejected, u.response_timeout);
   r.integer("keepalive", 0, 100'000, u.keepalive);
   r.duration("keepalive_timeout", Zero::rejected, u.keepalive_timeout);
+  warn_ignored_weights(r, u);
 }
 
-void read_route(TableReader& r, RouteParams& p, const Names& names) {
-  r.text("host", R"(host = "*")", parse_route_host, p.host);
-  r.text("path_prefix", R"(path_prefix = "/")", parse_path_prefix, p.path_prefix);
+// Admission limits belong to a pool: every route to the pool shares them. Until route-scoped
+// resilience keys exist, [routes.resilience] holds nothing else, so its other keys are unknown.
+constexpr std::array<std::string_view, 4> kPoolScoped{
+    "max_active_requests", "max_active_per_backend", "max_pending_requests", "pending_timeout"};
+
+void reject_pool_scoped(TableReader& r, const RouteParams& p) {
+  const std::string where =
+      p.upstream.empty() ? "of the upstream the route uses" : "of upstream '" + p.upstream + "'";
+  for (const std::string_view key : kPoolScoped) {
+    if (r.claim(key)) {
+      r.error(key,
+              std::string(key) + " is pool-scoped: set it under [upstreams.resilience] " + where);
+    }
+  }
+}
+
+void read_route_upstream(TableReader& r, RouteParams& p, const Names& names) {
   constexpr std::string_view kExample = R"(upstream = "app")";
   if (!r.require("upstream", kExample)) {
     return;
@@ -246,11 +276,28 @@ void read_route(TableReader& r, RouteParams& p, const Names& names) {
   }
 }
 
+void read_route(TableReader& r, RouteParams& p, const Names& names, DocumentMarks& marks,
+                size_t index) {
+  bool ok = r.text("host", R"(host = "*")", parse_route_host, p.host);
+  ok = r.text("path_prefix", R"(path_prefix = "/")", parse_path_prefix, p.path_prefix) && ok;
+  read_route_upstream(r, p, names);
+  marks.routes.push_back({index, r.position(), ok});
+  reject_pool_scoped(r, p);
+  // Only a table is descended into; anything else named resilience stays an unknown key.
+  const toml::node* resilience = r.peek("resilience");
+  if (const toml::table* t = resilience ? resilience->as_table() : nullptr) {
+    r.claim("resilience");
+    TableReader sub = r.child(*t, r.path("resilience"), "[routes.resilience]");
+    reject_pool_scoped(sub, p);
+    sub.finish();
+  }
+}
+
 }  // namespace
 
 Config map_document(const toml::table& root, Collector& out) {
   Config c;
-  ListenMarks marks;
+  DocumentMarks marks;
   Names names;
   TableReader r(out, root, "", "the root table", scope_hint);
   r.table("server", "[server]", [&](TableReader& t) { read_server(t, c.server, marks); });
@@ -260,11 +307,12 @@ Config map_document(const toml::table& root, Collector& out) {
            R"(at least one [[upstreams]] is required; add one with name = "app" and )"
            R"(servers = ["127.0.0.1:9000"])",
            [&](TableReader& t, size_t) { read_upstream(t, c.upstreams.emplace_back(), names); });
-  r.tables("routes", "[[routes]]",
-           R"(at least one [[routes]] is required; add one with upstream = "app")",
-           [&](TableReader& t, size_t) { read_route(t, c.routes.emplace_back(), names); });
+  r.tables(
+      "routes", "[[routes]]",
+      R"(at least one [[routes]] is required; add one with upstream = "app")",
+      [&](TableReader& t, size_t i) { read_route(t, c.routes.emplace_back(), names, marks, i); });
   r.finish();
-  check_admin_port(c, marks, out);
+  check_document(c, marks, out);
   return c;
 }
 

@@ -32,22 +32,37 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string describe(const toml::node& n) {
+// The type of `n` without its value ("an integer").
+std::string describe_type(const toml::node& n) {
   switch (n.type()) {
     case toml::node_type::string:
-      return "a string (" + quoted(n.as_string()->get()) + ")";
+      return "a string";
     case toml::node_type::integer:
-      return "an integer (" + std::to_string(n.as_integer()->get()) + ")";
+      return "an integer";
     case toml::node_type::floating_point:
       return "a floating-point number";
     case toml::node_type::boolean:
-      return n.as_boolean()->get() ? "a boolean (true)" : "a boolean (false)";
+      return "a boolean";
     case toml::node_type::array:
       return "an array";
     case toml::node_type::table:
       return "a table";
     default:
       return "a date or time";
+  }
+}
+
+// The type of `n` and, for scalars that are short to quote, its value ("an integer (4)").
+std::string describe(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "a string (" + quoted(n.as_string()->get()) + ")";
+    case toml::node_type::integer:
+      return "an integer (" + std::to_string(n.as_integer()->get()) + ")";
+    case toml::node_type::boolean:
+      return n.as_boolean()->get() ? "a boolean (true)" : "a boolean (false)";
+    default:
+      return describe_type(n);
   }
 }
 
@@ -261,6 +276,26 @@ bool TableReader::text(std::string_view key, std::string_view example, TextParse
   return true;
 }
 
+bool TableReader::secret(std::string_view key, std::string_view example, TextParser check,
+                         std::string& out) {
+  const toml::node* n = find(key);
+  if (!n) {
+    return true;
+  }
+  const auto* s = n->as_string();
+  if (!s) {
+    error(key, "expected a string, got " + describe_type(*n) + "; e.g. " + std::string(example));
+    return false;
+  }
+  auto checked = check(s->get());
+  if (!checked.value) {
+    error(key, std::move(checked.error));
+    return false;
+  }
+  out = std::move(*checked.value);
+  return true;
+}
+
 const toml::table* TableReader::typed_table(std::string_view key) {
   const toml::node* n = find(key);
   if (!n) {
@@ -310,6 +345,13 @@ const toml::node* TableReader::find(std::string_view key) {
   return table_->get(key);
 }
 
+const toml::node* TableReader::claim(std::string_view key) {
+  if (std::find(claimed_.begin(), claimed_.end(), key) == claimed_.end()) {
+    claimed_.emplace_back(key);
+  }
+  return table_->get(key);
+}
+
 bool TableReader::require(std::string_view key, std::string_view example) {
   if (find(key)) {
     return true;
@@ -330,7 +372,8 @@ void TableReader::warning(std::string_view key, std::string message) {
 
 void TableReader::finish() {
   for (auto&& [key, node] : *table_) {
-    if (std::find(known_.begin(), known_.end(), key.str()) != known_.end()) {
+    const auto is_key = [&](const std::string& k) { return k == key.str(); };
+    if (std::ranges::any_of(known_, is_key) || std::ranges::any_of(claimed_, is_key)) {
       continue;
     }
     out_->error(position(key.str()), path(key.str()), unknown_key_message(std::string(key.str())));
@@ -341,6 +384,9 @@ std::string TableReader::unknown_key_message(const std::string& key) const {
   const std::string message = "unknown key '" + key + "' in " + title_;
   if (const std::string home = hint_ ? hint_(key) : ""; !home.empty()) {
     return message + "; " + home;
+  }
+  if (known_.empty()) {
+    return message + ", which accepts no keys in this version of floodgate";
   }
   if (const auto match = closest_match(key, known_); !match.empty()) {
     return message + " (did you mean '" + std::string(match) +

@@ -99,6 +99,10 @@ class TableReader {
   bool text(std::string_view key, std::string_view example, TextParser parse, std::string& out);
   // A string of any content; nullopt when absent or not a string (the latter is recorded).
   std::optional<std::string> string(std::string_view key, std::string_view example);
+  // Like text(), for a secret (admin.token): no message, not even a type error, quotes the
+  // value, so that a diagnostic can be pasted into a ticket or a log. `check` must not quote it
+  // either.
+  bool secret(std::string_view key, std::string_view example, TextParser check, std::string& out);
 
   // Calls read(TableReader&) for the sub-table `key` when present; then finishes it.
   template <class F>
@@ -125,6 +129,12 @@ class TableReader {
 
   // Marks `key` as known and returns its node, or nullptr when absent.
   const toml::node* find(std::string_view key);
+  // Returns the node of `key` (nullptr when absent) and takes it out of finish()'s unknown-key
+  // report without listing it among the table's keys: for a key the caller reports itself,
+  // such as one that belongs to another scope.
+  const toml::node* claim(std::string_view key);
+  // The node of `key` or nullptr, leaving the key to finish() unless it is read or claimed.
+  const toml::node* peek(std::string_view key) const { return table_->get(key); }
   // Records a missing-key error at the table's position when `key` is absent.
   bool require(std::string_view key, std::string_view example);
   // Records an error (or a warning) about the value of `key`.
@@ -156,7 +166,8 @@ class TableReader {
   std::string path_;
   std::string title_;
   ScopeHint hint_;
-  std::vector<std::string> known_;  // in the order the reads asked, for "expected one of"
+  std::vector<std::string> known_;    // in the order the reads asked, for "expected one of"
+  std::vector<std::string> claimed_;  // reported by the caller; neither unknown nor listed
 };
 
 }  // namespace floodgate::config::detail

@@ -1,6 +1,7 @@
 #include "values.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <array>
@@ -253,6 +254,44 @@ bool is_valid_name(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return is_alnum(c) || c == '_' || c == '.' || c == '-';
   });
+}
+
+Parsed<std::string> parse_admin_token(std::string_view token) {
+  using P = Parsed<std::string>;
+  constexpr std::string_view kHowTo = R"(e.g. the output of "openssl rand -hex 32")";
+  if (token.empty()) {
+    return P::fail("the token is empty; set one of at least " + std::to_string(kMinTokenLength) +
+                   " characters, " + std::string(kHowTo) +
+                   ", or remove the key to run the admin listener without one on loopback");
+  }
+  const auto is_visible = [](char c) { return c > 0x20 && c < 0x7f; };
+  if (!std::all_of(token.begin(), token.end(), is_visible)) {
+    return P::fail(
+        "the token contains a space, a control character or a non-ASCII character; it is sent "
+        "in an Authorization header, so use visible ASCII characters only, " +
+        std::string(kHowTo));
+  }
+  if (token.size() < kMinTokenLength) {
+    return P::fail("the token is shorter than " + std::to_string(kMinTokenLength) +
+                   " characters; use a longer one, " + std::string(kHowTo));
+  }
+  return P::ok(std::string(token));
+}
+
+bool is_loopback(std::string_view host) {
+  const std::string h(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    const auto* b = v6.s6_addr;
+    const bool v4_mapped =
+        std::all_of(b, b + 10, [](uint8_t x) { return x == 0; }) && b[10] == 0xff && b[11] == 0xff;
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (v4_mapped && b[12] == 127);
+  }
+  return false;
 }
 
 std::string_view closest_match(std::string_view word, const std::vector<std::string>& candidates) {

@@ -49,6 +49,17 @@ Parsed<std::string> parse_path_prefix(std::string_view text);
 // An upstream name: one or more of [A-Za-z0-9_.-].
 bool is_valid_name(std::string_view name);
 
+// The shortest admin.token accepted: 16 characters, e.g. 96 bits of base64.
+inline constexpr size_t kMinTokenLength = 16;
+
+// admin.token: at least kMinTokenLength visible ASCII characters (it travels in an
+// Authorization header, which cannot carry every byte). The error never quotes the token.
+Parsed<std::string> parse_admin_token(std::string_view token);
+
+// True for an IPv4 address in 127.0.0.0/8, ::1, and ::ffff:127.x.y.z: a listener on it is
+// reachable from this host only. `host` is an IP literal as in Endpoint::host.
+bool is_loopback(std::string_view host);
+
 // The candidate closest to `word` by edit distance if it is a plausible typo, else "".
 std::string_view closest_match(std::string_view word, const std::vector<std::string>& candidates);
 

@@ -5,6 +5,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -97,24 +98,29 @@ struct AccessLog::Shard {
   std::atomic<uint64_t> dropped{0};  // written by the shard's reactor only
 };
 
-AccessLog::AccessLog(const LogParams& params, unsigned shards) : format_(params.access_log_format) {
+AccessLog::AccessLog(const LogParams& params, unsigned shards)
+    : format_(params.access_log_format), path_(params.access_log) {
   if (params.access_log == "off") return;
-  spdlog::sink_ptr sink;
-  try {
-    if (params.access_log == "stderr") {
-      sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    } else {
-      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(params.access_log);
-    }
-  } catch (const std::exception& e) {
-    throw std::runtime_error("log.access_log: cannot open '" + params.access_log +
-                             "': " + e.what());
-  }
-  sink->set_pattern("%v");
-  logger_ = std::make_shared<spdlog::logger>("access", std::move(sink));
-  logger_->set_level(spdlog::level::info);
+  open_logger();
   for (unsigned i = 0; i < std::max(shards, 1U); ++i) shards_.push_back(std::make_unique<Shard>());
   writer_ = std::thread([this] { run_writer(); });
+}
+
+void AccessLog::open_logger() {
+  spdlog::sink_ptr sink;
+  try {
+    if (path_ == "stderr") {
+      sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    } else {
+      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path_);
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error("log.access_log: cannot open '" + path_ + "': " + e.what());
+  }
+  sink->set_pattern("%v");
+  auto logger = std::make_shared<spdlog::logger>("access", std::move(sink));
+  logger->set_level(spdlog::level::info);
+  logger_ = std::move(logger);
 }
 
 AccessLog::~AccessLog() {
@@ -122,7 +128,7 @@ AccessLog::~AccessLog() {
 }
 
 void AccessLog::write(unsigned shard, const AccessRecord& r) {
-  if (!logger_) return;
+  if (shards_.empty()) return;
   LineBuffer line;  // on the stack: the longest line fits (kMaxLoggedTarget)
   if (format_ == AccessLogFormat::json) {
     format_json(line, r);
@@ -152,6 +158,13 @@ void AccessLog::run_writer() {
   for (;;) {
     // Read the flag first: a pass that starts after it was set sees every line written before.
     const bool last_pass = stopping_.load(std::memory_order_acquire);
+    if (reopen_.exchange(false, std::memory_order_acq_rel) && path_ != "stderr") {
+      try {
+        open_logger();  // a new file where logrotate moved the old one
+      } catch (const std::exception& e) {
+        spdlog::error("{}; the access log keeps writing to the old file", e.what());
+      }
+    }
     std::size_t n = 0;
     for (auto& s : shards_) {
       n += s->ring.pop_all([this](std::string_view line) { logger_->info(line); });

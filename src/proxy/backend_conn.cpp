@@ -5,11 +5,11 @@
 
 namespace floodgate::proxy {
 
-BackendConn::BackendConn(Reactor& r, uint32_t upstream_id, uint32_t backend_index)
+BackendConn::BackendConn(Reactor& r, uint32_t upstream_id, std::shared_ptr<Backend> peer)
     : Stream(r.poller()),
       reactor(r),
       upstream(upstream_id),
-      backend(backend_index),
+      backend(std::move(peer)),
       idle_timer(
           [](void* self) {  // keep-alive expiry of a pooled connection
             Ref<BackendConn> c(static_cast<BackendConn*>(self));

@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/proxy/snapshot.h"
 #include "stream.h"
 
 namespace floodgate::proxy {
@@ -22,7 +24,7 @@ class Session;
 
 class BackendConn final : public RefCounted<BackendConn>, public Stream {
  public:
-  BackendConn(Reactor& reactor, uint32_t upstream, uint32_t backend);
+  BackendConn(Reactor& reactor, uint32_t upstream, std::shared_ptr<Backend> backend);
   ~BackendConn();
   BackendConn(const BackendConn&) = delete;
   BackendConn& operator=(const BackendConn&) = delete;
@@ -37,8 +39,8 @@ class BackendConn final : public RefCounted<BackendConn>, public Stream {
 
   Reactor& reactor;
   http::Parser parser{http::Parser::Kind::response};
-  const uint32_t upstream;
-  const uint32_t backend;
+  const uint32_t upstream;                 // the pool's id
+  const std::shared_ptr<Backend> backend;  // its idle list lives there
   // The session using this connection. A counted reference: a pending operation on the
   // backend may be the only thing keeping the session alive. Cleared on release, which breaks
   // the cycle.

@@ -18,16 +18,15 @@ constexpr std::size_t kFramingSlack = 64;
 }  // namespace
 
 void Session::select_backend() {
-  const uint32_t up_id = route_->upstream;
-  ReactorUpstream& ru = reactor_.upstream(up_id);
-  const Upstream& up = *ru.upstream;
-  const auto pick = ru.balancer.pick(
+  const Upstream& up = *up_;
+  Balancer& balancer = *up.per_reactor[reactor_.index()].balancer;
+  const auto pick = balancer.pick(
       [&up](std::size_t i) { return up.backends[i]->load.active.load(std::memory_order_relaxed); },
       [](std::size_t) { return true; });
   if (!pick) return respond(Reason::upstream_connect_failed);
   backend_ = static_cast<int32_t>(*pick);
   in_flight_ = InFlight(up.backends[*pick]->load);
-  if (Ref<BackendConn> idle = reactor_.take_idle(up_id, static_cast<uint32_t>(*pick))) {
+  if (Ref<BackendConn> idle = reactor_.take_idle(*up.backends[*pick])) {
     conn_ = std::move(idle);
     conn_->owner = Ref<Session>(this);
     return send_request_head();
@@ -36,8 +35,8 @@ void Session::select_backend() {
 }
 
 void Session::connect_backend(uint32_t backend) {
-  const Upstream& up = *reactor_.upstream(route_->upstream).upstream;
-  conn_ = Ref<BackendConn>(new BackendConn(reactor_, route_->upstream, backend));
+  const Upstream& up = *up_;
+  conn_ = Ref<BackendConn>(new BackendConn(reactor_, up.id, up.backends[backend]));
   conn_->owner = Ref<Session>(this);
   connecting_ = true;
   arm_backend_timer(up.params.connect_timeout);
@@ -53,7 +52,7 @@ void Session::on_connected(const error_code& ec) {
 }
 
 void Session::send_request_head() {
-  const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
+  const std::size_t cap = reactor_.request_data();
   if (bout_ == nullptr) bout_ = reactor_.request_buffers().acquire();
   http::Writer w(bout_, cap);
   const http::ForwardInfo fwd{{client_ip_, client_ip_len_}, request_id_view_};
@@ -86,8 +85,8 @@ void Session::send_request_head() {
 
 void Session::pump_request_body() {
   if (backend_writing_ || closed_ || !conn_) return;
-  const ServerParams& server = reactor_.snapshot().server;
-  const std::size_t cap = BufferLayout::request_data(server);
+  const ServerParams& server = gen_->snapshot->server;
+  const std::size_t cap = reactor_.request_data();
   const bool chunked = parser_.chunked();
   while (!request_parsed_ && cap - bout_len_ >= 2 * kFramingSlack) {
     const std::size_t feed = std::min(in_len_ - in_pos_, cap - bout_len_ - kFramingSlack);
@@ -127,8 +126,7 @@ void Session::pump_request_body() {
   if (request_parsed_) {
     request_sent_ = true;
     client_timer_.cancel();
-    if (!response_head_)
-      arm_backend_timer(reactor_.upstream(route_->upstream).upstream->params.response_timeout);
+    if (!response_head_) arm_backend_timer(up_->params.response_timeout);
     return;
   }
   // Everything buffered is forwarded: read more body, reusing the space after the head.
@@ -286,7 +284,7 @@ void Session::pump_response_body() {
   if (cout_len_ > 0) return do_client_write();
   if (response_done_) return finish_response();
   bin_len_ = bin_pos_ = 0;
-  arm_backend_timer(reactor_.upstream(route_->upstream).upstream->params.response_timeout);
+  arm_backend_timer(up_->params.response_timeout);
   do_backend_read();
 }
 
@@ -349,13 +347,13 @@ void Session::finish_response() {
 }
 
 void Session::fail_backend(Reason reason) {
-  if (route_ != nullptr) {
+  if (up_ != nullptr) {
     // docs/metrics.md: a connect timeout is both a connect failure and a timeout.
     if (reason == Reason::upstream_connect_failed || reason == Reason::upstream_connect_timeout) {
-      reactor_.metrics().connect_failure(route_->upstream);
+      reactor_.metrics().connect_failure(up_->id);
     }
     if (reason == Reason::upstream_timeout || reason == Reason::upstream_connect_timeout) {
-      reactor_.metrics().timeout(route_->upstream);
+      reactor_.metrics().timeout(up_->id);
     }
   }
   release_backend(false);
@@ -374,7 +372,7 @@ void Session::release_backend(bool reusable) {
   backend_writing_ = false;
   if (reusable && !reactor_.draining()) {
     c->reused = true;
-    reactor_.put_idle(*c);
+    reactor_.put_idle(*c, up_->params);
   } else {
     c->close();
   }
@@ -384,7 +382,7 @@ void Session::on_backend_timeout() {
   Ref<Session> keep(this);
   if (connecting_) return fail_backend(Reason::upstream_connect_timeout);
   if (!response_head_) return fail_backend(Reason::upstream_timeout);
-  if (route_ != nullptr) reactor_.metrics().timeout(route_->upstream);
+  if (up_ != nullptr) reactor_.metrics().timeout(up_->id);
   close();  // the backend stalled mid-body: the client must see a short body
 }
 

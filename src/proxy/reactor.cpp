@@ -32,43 +32,75 @@ std::size_t block_size(std::size_t fields, std::size_t data) {
 Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log)
     : index_(index),
       poller_(std::make_unique<Poller>(io_)),
-      snapshot_(std::move(snapshot)),
       access_log_(access_log),
       wheel_(kTick),
       ticker_(std::make_unique<Ticker>(*this)),
-      request_buffers_(block_size(BufferLayout::request_fields(snapshot_->server),
-                                  BufferLayout::request_data(snapshot_->server))),
+      layout_{BufferLayout::request_fields(snapshot->server),
+              BufferLayout::request_data(snapshot->server)},
+      request_buffers_(block_size(layout_.request_fields, layout_.request_data)),
       response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData)),
-      metrics_(snapshot_->upstreams.size()) {
+      metrics_(kMaxPools) {
   std::random_device rd;
   id_prefix_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(index) << 56);
-  upstreams_.reserve(snapshot_->upstreams.size());
-  for (const auto& up : snapshot_->upstreams) {
-    upstreams_.push_back(
-        ReactorUpstream{up.get(), Balancer(up->params.balance, up->weights, id_prefix_ + up->id),
-                        std::vector<ReactorUpstream::IdleList>(up->backends.size())});
-  }
+  install(std::move(snapshot));
 }
 
 Reactor::~Reactor() {
   join();
   // Pooled connections hold a reference on themselves through the pool: drop them.
-  for (auto& ru : upstreams_) {
-    for (auto& list : ru.idle) {
+  close_idle_connections(nullptr);
+}
+
+void Reactor::swap(std::shared_ptr<const Snapshot> next) {
+  post([this, next = std::move(next)]() mutable { install(std::move(next)); });
+}
+
+// Makes `next` the generation new requests start on. Requests in progress keep theirs (a
+// Session holds a Ref to its ReactorGeneration). Idle connections to backends that `next`
+// does not list are closed; the others stay pooled, because their pool lives on by name.
+void Reactor::install(std::shared_ptr<const Snapshot> next) {
+  for (const auto& up : next->upstreams) {
+    for (const auto& b : up->backends) b->idle[index_].generation = next->generation;
+  }
+  if (current_) close_idle_connections(next.get());
+  current_ = Ref<ReactorGeneration>(new ReactorGeneration(std::move(next)));
+}
+
+// Closes this reactor's idle connections to every backend of the current generation that
+// `keep` does not list (all of them when `keep` is null).
+void Reactor::close_idle_connections(const Snapshot* keep) {
+  if (!current_) return;
+  for (const auto& up : current_->snapshot->upstreams) {
+    for (const auto& b : up->backends) {
+      Backend::Idle& list = b->idle[index_];
+      if (keep != nullptr && list.generation == keep->generation) continue;
       while (list.head != nullptr) {
-        BackendConn* c = list.head;
+        Ref<BackendConn> c(list.head);
         remove_idle(*c);
+        c->close();
       }
     }
   }
+}
+
+void Reactor::retire(uint64_t generation) {
+  post([this, generation] {
+    for (Session* s = sessions_; s != nullptr;) {
+      Ref<Session> keep(s);
+      Session* next = s->list_next;
+      s->on_generation_retired(generation, *current_->snapshot);
+      s = next;
+    }
+  });
 }
 
 // A listening socket in the poller. Edge-triggered, so a wakeup accepts until the queue is
 // empty, in bounded batches so that one listener cannot starve the other work.
 class Reactor::Listener final : public PollTarget {
  public:
-  Listener(Reactor& reactor, int fd)
+  Listener(Reactor& reactor, int fd, std::string key)
       : reactor_(reactor),
+        key_(std::move(key)),
         fd_(fd),
         retry_([](void* self) { static_cast<Listener*>(self)->accept(); }, this) {}
   ~Listener() { close(); }
@@ -76,6 +108,7 @@ class Reactor::Listener final : public PollTarget {
   Listener& operator=(const Listener&) = delete;
 
   int fd() const { return fd_; }
+  const std::string& key() const { return key_; }
   void close() {
     retry_.cancel();
     if (fd_ >= 0) ::close(fd_);
@@ -106,6 +139,7 @@ class Reactor::Listener final : public PollTarget {
   }
 
   Reactor& reactor_;
+  const std::string key_;  // the listen address as configured
   int fd_;
   TimerWheel::Entry retry_;
 };
@@ -141,8 +175,8 @@ class Reactor::Ticker final : public PollTarget {
   int fd_ = -1;
 };
 
-asio::ip::tcp::endpoint Reactor::listen(const asio::ip::tcp::endpoint& at) {
-  asio::io_context setup;  // Asio for the set-up calls; the socket then goes to the poller
+int Reactor::open_listener(const asio::ip::tcp::endpoint& at, asio::ip::tcp::endpoint& bound) {
+  asio::io_context setup;  // Asio for the set-up calls; the socket then goes to a poller
   asio::ip::tcp::acceptor acceptor(setup);
   acceptor.open(at.protocol());
   acceptor.set_option(asio::socket_base::reuse_address(true));
@@ -154,13 +188,44 @@ asio::ip::tcp::endpoint Reactor::listen(const asio::ip::tcp::endpoint& at) {
   acceptor.bind(at);
   acceptor.listen(asio::socket_base::max_listen_connections);
   acceptor.native_non_blocking(true);
-  auto bound = acceptor.local_endpoint();
-  listeners_.push_back(std::make_unique<Listener>(*this, acceptor.release()));
-  if (const int e = poller_->add(listeners_.back()->fd(), *listeners_.back()); e != 0) {
+  bound = acceptor.local_endpoint();
+  return acceptor.release();
+}
+
+asio::ip::tcp::endpoint Reactor::listen(const asio::ip::tcp::endpoint& at, std::string key) {
+  asio::ip::tcp::endpoint bound;
+  const int fd = open_listener(at, bound);
+  adopt_listener(fd, std::move(key));
+  return bound;
+}
+
+void Reactor::adopt_listener(int fd, std::string key) {
+  listeners_.push_back(std::make_unique<Listener>(*this, fd, std::move(key)));
+  if (const int e = poller_->add(fd, *listeners_.back()); e != 0) {
     throw boost::system::system_error(error_code(e, boost::system::system_category()),
                                       "epoll_ctl(listener)");
   }
-  return bound;
+}
+
+void Reactor::add_listener(int fd, std::string key) {
+  post([this, fd, key = std::move(key)]() mutable {
+    if (draining_) {
+      ::close(fd);
+      return;
+    }
+    try {
+      adopt_listener(fd, std::move(key));
+      poller_->defer(*listeners_.back());  // connections that queued meanwhile
+    } catch (const std::exception&) {
+      listeners_.pop_back();  // closes it; the main thread logged the address already
+    }
+  });
+}
+
+void Reactor::remove_listener(std::string key) {
+  post([this, key = std::move(key)] {
+    std::erase_if(listeners_, [&key](const auto& l) { return l->key() == key; });
+  });
 }
 
 void Reactor::start() {
@@ -209,17 +274,17 @@ void Reactor::remove_session(Session& s) {
   if (draining_) maybe_finish();
 }
 
-Ref<BackendConn> Reactor::take_idle(uint32_t upstream, uint32_t backend) {
-  ReactorUpstream::IdleList& list = upstreams_[upstream].idle[backend];
-  Ref<BackendConn> c(list.head);
+Ref<BackendConn> Reactor::take_idle(Backend& backend) {
+  Ref<BackendConn> c(backend.idle[index_].head);
   if (c) remove_idle(*c);
   return c;
 }
 
-void Reactor::put_idle(BackendConn& c) {
-  ReactorUpstream& ru = upstreams_[c.upstream];
-  ReactorUpstream::IdleList& list = ru.idle[c.backend];
-  if (list.count >= ru.upstream->params.keepalive || draining_ || !c.quiet()) {
+void Reactor::put_idle(BackendConn& c, const UpstreamParams& pool) {
+  Backend::Idle& list = c.backend->idle[index_];
+  // A backend the current generation does not list is not pooled: its pool changed.
+  if (list.count >= pool.keepalive || draining_ || !c.quiet() ||
+      list.generation != current_->snapshot->generation) {
     c.close();
     return;
   }
@@ -230,13 +295,12 @@ void Reactor::put_idle(BackendConn& c) {
   if (list.head != nullptr) list.head->idle_prev = &c;
   list.head = &c;
   ++list.count;
-  wheel_.schedule(c.idle_timer,
-                  std::chrono::steady_clock::now() + ru.upstream->params.keepalive_timeout);
+  wheel_.schedule(c.idle_timer, std::chrono::steady_clock::now() + pool.keepalive_timeout);
 }
 
 void Reactor::remove_idle(BackendConn& c) {
   if (!c.pooled) return;
-  ReactorUpstream::IdleList& list = upstreams_[c.upstream].idle[c.backend];
+  Backend::Idle& list = c.backend->idle[index_];
   if (c.idle_prev != nullptr) {
     c.idle_prev->idle_next = c.idle_next;
   } else {
@@ -253,18 +317,9 @@ void Reactor::remove_idle(BackendConn& c) {
 void Reactor::drain() {
   post([this] {
     draining_ = true;
-    error_code ec;
     for (auto& l : listeners_) l->close();
     close_idle_sessions();
-    for (auto& ru : upstreams_) {
-      for (auto& list : ru.idle) {
-        while (list.head != nullptr) {
-          Ref<BackendConn> c(list.head);
-          remove_idle(*c);
-          c->close();
-        }
-      }
-    }
+    close_idle_connections(nullptr);
     maybe_finish();
   });
 }

@@ -44,7 +44,7 @@ Session::~Session() {
 }
 
 char* Session::in_data() const {
-  return in_ + BufferLayout::request_fields(reactor_.snapshot().server) * sizeof(http::HeaderField);
+  return in_ + reactor_.request_fields() * sizeof(http::HeaderField);
 }
 
 char* Session::bin_data() const {
@@ -79,7 +79,7 @@ void Session::do_client_read() {
   if (client_.reading() || closed_) return;
   // An idle connection reads into landing_, so that it holds no pooled buffer.
   read_into_landing_ = in_ == nullptr || lingering_;
-  const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
+  const std::size_t cap = reactor_.request_data();
   char* const data = read_into_landing_ ? landing_ : in_data() + in_len_;
   client_.read_some(data, read_into_landing_ ? sizeof(landing_) : cap - in_len_,
                     [](Session& s, const error_code& ec, std::size_t n) {
@@ -113,11 +113,13 @@ void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) 
 void Session::start_request() {
   phase_ = Phase::head;
   started_ = std::chrono::steady_clock::now();
-  arm_client_timer(reactor_.snapshot().server.header_timeout);
-  parser_.begin(in_data(), in_fields(), reactor_.snapshot().limits);
+  gen_ = reactor_.current();  // the request runs on this generation until it ends
+  const Snapshot& snap = *gen_->snapshot;
+  arm_client_timer(snap.server.header_timeout);
+  parser_.begin(in_data(), in_fields(), snap.limits);
   in_pos_ = 0;
   facts_ = {};
-  route_ = nullptr;
+  up_ = nullptr;
   backend_ = -1;
   plan_ = {};
   reason_ = Reason::none;
@@ -133,7 +135,7 @@ void Session::start_request() {
 void Session::parse_head() {
   switch (parser_.parse_head(in_len_)) {
     case http::Parser::Result::need_more:
-      if (in_len_ == BufferLayout::request_data(reactor_.snapshot().server)) {
+      if (in_len_ == reactor_.request_data()) {
         return respond(Reason::header_too_large);
       }
       return do_client_read();
@@ -158,7 +160,7 @@ void Session::on_head() {
       request_parsed_ = true;
     }
   }
-  const ServerParams& server = reactor_.snapshot().server;
+  const ServerParams& server = gen_->snapshot->server;
   if (server.max_body_bytes != 0 && !parser_.chunked() &&
       parser_.content_length() > server.max_body_bytes) {
     return respond(Reason::body_too_large);
@@ -169,8 +171,10 @@ void Session::on_head() {
   } else {
     request_id_view_ = facts_.request_id;
   }
-  route_ = reactor_.snapshot().routes.match(facts_.host, facts_.path);
-  if (route_ == nullptr) return respond(Reason::no_route);
+  const Snapshot& snap = *gen_->snapshot;
+  const Route* route = snap.routes.match(facts_.host, facts_.path);
+  if (route == nullptr) return respond(Reason::no_route);
+  up_ = &snap.upstream(route->upstream);
   phase_ = Phase::forwarding;
   select_backend();
 }
@@ -210,6 +214,8 @@ void Session::finish_request(bool close_client) {
   if (phase_ == Phase::idle || phase_ == Phase::closing) return;
   log_request();
   if (conn_) release_backend(false);
+  up_ = nullptr;
+  gen_ = Ref<ReactorGeneration>();  // the request is over; its generation may retire
   reactor_.response_buffers().release(std::exchange(bin_, nullptr));
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
   reactor_.request_buffers().release(std::exchange(bout_, nullptr));
@@ -232,9 +238,8 @@ void Session::finish_request(bool close_client) {
 }
 
 void Session::log_request() {
-  const Snapshot& snap = reactor_.snapshot();
-  const bool routed = route_ != nullptr;
-  const std::size_t slot = routed ? ReactorMetrics::slot_for(route_->upstream) : 0;
+  const bool routed = up_ != nullptr;
+  const std::size_t slot = routed ? ReactorMetrics::slot_for(up_->id) : 0;
   const auto elapsed = std::chrono::steady_clock::now() - started_;
   if (status_ != 0) reactor_.metrics().count_request(slot, status_, elapsed);
   AccessLog& log = reactor_.access_log();
@@ -251,7 +256,7 @@ void Session::log_request() {
   r.bytes_in = bytes_in_;
   r.bytes_out = bytes_out_;
   if (routed) {
-    const Upstream& up = *snap.upstreams[route_->upstream];
+    const Upstream& up = *up_;
     r.upstream = up.params.name;
     if (backend_ >= 0) r.backend = up.backends[static_cast<std::size_t>(backend_)]->address.text;
   }
@@ -303,6 +308,15 @@ bool Session::force_close() {
   Ref<Session> keep(this);
   close();
   return cut;
+}
+
+void Session::on_generation_retired(uint64_t retired, const Snapshot& current) {
+  if (!gen_ || gen_->snapshot->generation != retired || up_ == nullptr) return;
+  // A pool that lives on by name belongs to the current generation too: its requests (long
+  // downloads, tunnels) carry on. Only a request whose pool was removed is ended.
+  if (up_->id < current.by_id.size() && current.by_id[up_->id] != nullptr) return;
+  const Ref<Session> keep(this);
+  close();
 }
 
 void Session::close() {

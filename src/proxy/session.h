@@ -27,6 +27,7 @@
 #include "floodgate/http/parser.h"
 #include "floodgate/http/rewrite.h"
 #include "floodgate/http/writer.h"
+#include "floodgate/proxy/reactor.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/backend_load.h"
 #include "stream.h"
@@ -46,6 +47,9 @@ class Session final : public RefCounted<Session> {
   void drain();
   // Shutdown deadline: close now. Returns true when a request was cut.
   bool force_close();
+  // Generation `retired` is being forced out (server.retirement_grace passed) and `current`
+  // serves: a request still on `retired` whose pool `current` no longer has is ended.
+  void on_generation_retired(uint64_t retired, const Snapshot& current);
 
   // Reactor's intrusive session list.
   Session* list_prev = nullptr;
@@ -157,7 +161,8 @@ class Session final : public RefCounted<Session> {
 
   // The request in progress.
   http::RequestFacts facts_;
-  const Route* route_ = nullptr;
+  Ref<ReactorGeneration> gen_;    // the generation the request runs on (pinned)
+  const Upstream* up_ = nullptr;  // its pool, once routed (part of gen_)
   Ref<BackendConn> conn_;
   InFlight in_flight_;    // this request's count in its backend's process-wide load
   int32_t backend_ = -1;  // index in the upstream, -1 before selection

@@ -57,7 +57,7 @@ void Session::tunnel_client_to_backend() {
                  });
     return;
   }
-  const std::size_t cap = BufferLayout::request_data(reactor_.snapshot().server);
+  const std::size_t cap = reactor_.request_data();
   client_.read_some(in_data(), cap, [](Session& s, const error_code& ec, std::size_t n) {
     if (s.closed_) return;
     if (ec == asio::error::eof) {

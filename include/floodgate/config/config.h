@@ -50,4 +50,12 @@ LoadResult load_string(std::string_view toml, std::string_view source_name);
 // "FILE:LINE:COLUMN: error: KEY.PATH: message" (the format of `floodgate check`).
 std::string format(const Diagnostic& d);
 
+// The result as one JSON object (`floodgate check --format json`, POST /config/validate):
+// {"valid": bool, "errors": [...], "warnings": [...]}, each item {"line": int, "column": int,
+// "path": "upstreams[0].balance", "message": "..."} in source order; line and column are 0 and
+// path is "" when the problem has none. The file name is left out: the caller knows it. Bytes
+// that are not UTF-8 (say, from a file name in a message) become U+FFFD, so the output is
+// always valid JSON. No trailing newline.
+std::string to_json(const LoadResult& result);
+
 }  // namespace floodgate::config

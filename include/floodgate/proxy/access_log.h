@@ -56,11 +56,13 @@ class AccessLog {
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
-  bool enabled() const { return logger_ != nullptr; }
+  bool enabled() const { return !shards_.empty(); }
   // Queues one line from reactor `shard` (its thread only): no lock, no allocation, no
   // syscall. Dropped (and counted) when the reactor's queue is full.
   void write(unsigned shard, const AccessRecord& r);
   uint64_t dropped() const;
+  // Reopens the log file (SIGUSR1, after logrotate moved it), on the log thread; any thread.
+  void reopen() { reopen_.store(true, std::memory_order_release); }
   // Writes out everything queued so far and stops the log thread (shutdown, after the
   // reactors have stopped).
   void flush();
@@ -68,11 +70,14 @@ class AccessLog {
  private:
   struct Shard;
   void run_writer();
+  void open_logger();
 
   std::shared_ptr<spdlog::logger> logger_;  // used by the log thread only
   AccessLogFormat format_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> reopen_{false};
+  std::string path_;  // the file, or "stderr" (nothing to reopen)
   std::thread writer_;
 };
 

@@ -23,10 +23,12 @@ struct ServerParams {
   Millis header_timeout{10'000};      // first byte of a head until the head is complete -> 408
   Millis idle_timeout{60'000};        // idle keep-alive client connection
   Millis drain_timeout{30'000};       // SIGTERM: finish in-flight requests for at most this long
+  Millis retirement_grace{30'000};    // reload: how long the old generation's requests may run
 };
 
 struct AdminParams {
   Endpoint listen{"127.0.0.1", 9901, "127.0.0.1:9901"};
+  std::string token;  // when not empty, every POST needs "Authorization: Bearer <token>"
 };
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };

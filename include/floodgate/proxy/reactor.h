@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,7 +25,6 @@
 #include "floodgate/metrics/reactor_metrics.h"
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/snapshot.h"
-#include "floodgate/upstream/balancer.h"
 
 namespace floodgate::proxy {
 
@@ -32,15 +32,18 @@ class Session;
 class BackendConn;
 class Poller;
 
-// Per-reactor state of one upstream: its balancer and idle keep-alive connections.
-struct ReactorUpstream {
-  struct IdleList {
-    BackendConn* head = nullptr;  // most recently used first (LIFO keeps connections warm)
-    uint32_t count = 0;
-  };
-  const Upstream* upstream = nullptr;
-  Balancer balancer;
-  std::vector<IdleList> idle;  // index = backend index
+// A generation as one reactor holds it. A request pins the one it started on (a Ref; the
+// count is not atomic, the reactor's thread alone touches it) and the reactor drops its own
+// reference when it installs the next one, so the snapshot is released when the last request
+// on it ends.
+struct ReactorGeneration : RefCounted<ReactorGeneration> {
+  explicit ReactorGeneration(std::shared_ptr<const Snapshot> s) : snapshot(std::move(s)) {
+    snapshot->reactor_holds.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~ReactorGeneration() { snapshot->reactor_holds.fetch_sub(1, std::memory_order_release); }
+  ReactorGeneration(const ReactorGeneration&) = delete;
+  ReactorGeneration& operator=(const ReactorGeneration&) = delete;
+  const std::shared_ptr<const Snapshot> snapshot;
 };
 
 class Reactor {
@@ -50,13 +53,27 @@ class Reactor {
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
 
-  // Binds and listens (SO_REUSEPORT). Returns the bound endpoint (port 0 resolved).
-  boost::asio::ip::tcp::endpoint listen(const boost::asio::ip::tcp::endpoint& at);
+  // Binds and listens (SO_REUSEPORT; before start()). Returns the bound endpoint (port 0
+  // resolved). `key` names the listener (the address as configured) for remove_listener().
+  boost::asio::ip::tcp::endpoint listen(const boost::asio::ip::tcp::endpoint& at, std::string key);
+  // Opens a listening socket for some reactor (any thread); throws boost::system::system_error.
+  static int open_listener(const boost::asio::ip::tcp::endpoint& at,
+                           boost::asio::ip::tcp::endpoint& bound);
+  // After start(), from any thread: starts accepting on an opened socket, or closes the
+  // listener named `key`. Established connections are not affected.
+  void add_listener(int fd, std::string key);
+  void remove_listener(std::string key);
   void start();
   // Stops accepting, closes idle connections, lets in-flight requests finish.
   void drain();
   // Closes everything now; in-flight requests are cut and counted.
   void force_close();
+  // Installs the next generation (posted; requests in progress keep theirs).
+  void swap(std::shared_ptr<const Snapshot> next);
+  // The retirement hook: after server.retirement_grace, requests still on `generation` whose
+  // pool the current generation no longer has are ended (posted). Later: parked requests of
+  // that generation are woken and rejected first.
+  void retire(uint64_t generation);
   void join();
   // Runs `f` on the reactor thread soon (any thread).
   void post(std::function<void()> f);
@@ -70,13 +87,17 @@ class Reactor {
 
   // --- reactor thread only ---
   Poller& poller() { return *poller_; }
-  const Snapshot& snapshot() const { return *snapshot_; }
+  // The generation new requests start on.
+  const Snapshot& snapshot() const { return *current_->snapshot; }
+  const Ref<ReactorGeneration>& current() const { return current_; }
+  // Request buffer layout, fixed at start (a reload may lower the limits, not raise them).
+  std::size_t request_fields() const { return layout_.request_fields; }
+  std::size_t request_data() const { return layout_.request_data; }
   TimerWheel& wheel() { return wheel_; }
   BufferPool& request_buffers() { return request_buffers_; }
   BufferPool& response_buffers() { return response_buffers_; }
   ReactorMetrics& metrics() { return metrics_; }
   AccessLog& access_log() { return access_log_; }
-  ReactorUpstream& upstream(uint32_t id) { return upstreams_[id]; }
   bool draining() const { return draining_; }
   // Writes a new 32-hex-digit request id into `out` (32 bytes).
   void next_request_id(char* out);
@@ -86,13 +107,20 @@ class Reactor {
   void remove_session(Session& s);
 
   // Idle keep-alive pool.
-  Ref<BackendConn> take_idle(uint32_t upstream, uint32_t backend);
-  void put_idle(BackendConn& c);
+  Ref<BackendConn> take_idle(Backend& backend);
+  void put_idle(BackendConn& c, const UpstreamParams& pool);
   void remove_idle(BackendConn& c);
 
  private:
   class Listener;
   class Ticker;
+  struct Layout {
+    std::size_t request_fields;
+    std::size_t request_data;
+  };
+  void install(std::shared_ptr<const Snapshot> next);
+  void adopt_listener(int fd, std::string key);
+  void close_idle_connections(const Snapshot* keep);
   void close_idle_sessions();
   void maybe_finish();
 
@@ -101,15 +129,15 @@ class Reactor {
   // no I/O objects: sockets and the tick belong to the Poller.
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::unique_ptr<Poller> poller_;  // client and backend sockets (after io_)
-  std::shared_ptr<const Snapshot> snapshot_;
+  Ref<ReactorGeneration> current_;
   AccessLog& access_log_;
   TimerWheel wheel_;
   std::unique_ptr<Ticker> ticker_;
   std::vector<std::unique_ptr<Listener>> listeners_;
+  Layout layout_;
   BufferPool request_buffers_;
   BufferPool response_buffers_;
   ReactorMetrics metrics_;
-  std::vector<ReactorUpstream> upstreams_;
   Session* sessions_ = nullptr;  // intrusive list of open client connections
   std::size_t session_count_ = 0;
   bool draining_ = false;

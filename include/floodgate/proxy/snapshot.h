@@ -1,17 +1,23 @@
-// The immutable, fully resolved configuration the data plane runs on.
+// The immutable, fully resolved configuration the data plane runs on: one generation.
 //
-// Built on the main thread from a validated config, then shared read-only by every reactor
-// (std::shared_ptr<const Snapshot>): nothing in it is parsed or looked up by string on the
-// request path. The one mutable part is each Backend's in-flight count, an atomic that all
-// reactors share on purpose (least_active and later per-backend caps hold process-wide).
+// Built on the main thread from a validated config (app/generations.h), then shared read-only
+// by every reactor (std::shared_ptr<const Snapshot>): nothing in it is parsed or looked up by
+// string on the request path. The mutable parts are per-reactor entries that only their
+// reactor touches (balancer state, idle connection lists) and each Backend's in-flight count,
+// an atomic that all reactors share on purpose (least_active and per-backend caps hold
+// process-wide).
 //
-// Upstream and Backend objects are long-lived: a later reload keeps them by name so their
-// counters and pooled connections carry over (see docs/architecture.md).
+// Pools keep their identity by name across reloads: a pool's id (metrics slot, route target)
+// never changes, and a Backend object lives on while any generation lists its address, so its
+// in-flight count and pooled connections carry over (docs/architecture.md).
 #pragma once
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,31 +25,69 @@
 #include "floodgate/proxy/params.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/backend_load.h"
+#include "floodgate/upstream/balancer.h"
 #include "floodgate/upstream/params.h"
 
 namespace floodgate::proxy {
 
+class BackendConn;
+
+// Most distinct pool names one process can see (metrics slots are sized for them at start).
+inline constexpr std::size_t kMaxPools = 512;
+
+// One backend server of a pool. Long-lived: every generation whose pool (same name) lists the
+// same address shares this object, so its in-flight count and its reactors' idle keep-alive
+// connections carry over a reload.
 struct Backend {
-  Endpoint address;                         // as configured; `peer` label in metrics
-  boost::asio::ip::tcp::endpoint endpoint;  // resolved at build time
-  uint32_t weight = 1;
-  BackendLoad load;  // process-wide in-flight requests on this backend
+  // A reactor's idle keep-alive connections to this backend (most recently used first). Each
+  // reactor touches only its own entry, on its own thread.
+  struct alignas(64) Idle {
+    BackendConn* head = nullptr;
+    uint32_t count = 0;
+    uint64_t generation = 0;  // the reactor's latest generation that lists this backend
+  };
+
+  Backend(Endpoint address, boost::asio::ip::tcp::endpoint endpoint, unsigned reactors)
+      : address(std::move(address)), endpoint(endpoint), idle(std::make_unique<Idle[]>(reactors)) {}
+
+  const Endpoint address;                         // as configured; `peer` label in metrics
+  const boost::asio::ip::tcp::endpoint endpoint;  // resolved at build time
+  BackendLoad load;                               // process-wide in-flight requests
+  std::unique_ptr<Idle[]> idle;                   // index = reactor
 };
 
+// A pool as one generation configures it: its policy and its backends (shared with other
+// generations, see Backend). Reactors keep their balancer state here, one entry each.
 struct Upstream {
-  uint32_t id = 0;  // index in Snapshot::upstreams; metrics slot id + 1
+  struct alignas(64) PerReactor {
+    std::optional<Balancer> balancer;
+  };
+
+  uint32_t id = 0;  // stable for the pool's name over the process's life (metrics, routes)
   UpstreamParams params;
-  std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<uint32_t> weights;  // backends[i]->weight, for the balancers
+  std::vector<std::shared_ptr<Backend>> backends;
+  std::vector<uint32_t> weights;  // per backend, for the balancers
+  std::unique_ptr<PerReactor[]> per_reactor;
 };
 
+// A generation: the immutable, fully resolved configuration a request runs on, with its
+// number and the SHA-256 of the text it came from.
 struct Snapshot {
+  uint64_t generation = 0;
+  std::string sha256;  // lowercase hex of the configuration text
+  std::chrono::system_clock::time_point loaded_at{};
   ServerParams server;
   LogParams log;
   http::HeadLimits limits;
-  std::vector<std::shared_ptr<Upstream>> upstreams;
+  std::vector<std::shared_ptr<Upstream>> upstreams;  // this generation's pools
+  std::vector<const Upstream*> by_id;  // index = Upstream::id; nullptr for pools not in it
   RouteTable routes;
-  std::vector<std::string> upstream_names;  // metrics labels, index = upstream id
+  std::vector<std::string> upstream_names;  // every pool name since start; index = id
+  // Reactors that hold this generation (as their current one, or for requests still on it).
+  // The main thread reads it to tell when a retiring generation has no request left.
+  mutable std::atomic<uint32_t> reactor_holds{0};
+
+  const Upstream& upstream(uint32_t id) const { return *by_id[id]; }
 };
 
 }  // namespace floodgate::proxy

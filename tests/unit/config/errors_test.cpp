@@ -17,7 +17,7 @@ TEST(ConfigErrors, RejectsAnUnknownKeyListingTheKnownOnes) {
   EXPECT_EQ(only(load_with("[server]\nthreads = 4")),
             "test.toml:2:1: error: server.threads: unknown key 'threads' in [server]; expected "
             "one of: listen, workers, max_header_bytes, max_headers, max_uri_bytes, "
-            "max_body_bytes, header_timeout, idle_timeout, drain_timeout");
+            "max_body_bytes, header_timeout, idle_timeout, drain_timeout, retirement_grace");
 }
 
 TEST(ConfigErrors, SuggestsTheClosestKeyForATypo) {
@@ -223,7 +223,8 @@ TEST(ConfigErrors, RejectsAServerThatIsNeitherStringNorTable) {
 }
 
 TEST(ConfigErrors, RejectsARouteToAnUndefinedUpstream) {
-  const LoadResult r = load(std::string(testing::kMinimal) + "[[routes]]\nupstream = \"x\"\n");
+  const LoadResult r =
+      load(std::string(testing::kMinimal) + "[[routes]]\nupstream = \"x\"\npath_prefix = \"/x\"\n");
   EXPECT_EQ(only(r),
             "test.toml:8:1: error: routes[1].upstream: route names upstream 'x', which "
             "is not defined; define [[upstreams]] name = \"x\" or fix the name");

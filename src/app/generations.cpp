@@ -1,0 +1,115 @@
+#include "generations.h"
+
+#include <openssl/evp.h>
+
+#include <random>
+#include <stdexcept>
+
+namespace floodgate::app {
+
+std::string sha256_hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("SHA-256 of the configuration failed");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * length);
+  for (unsigned int i = 0; i < length; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+boost::asio::ip::tcp::endpoint to_tcp(const Endpoint& e) {
+  boost::system::error_code ec;
+  const auto addr = boost::asio::ip::make_address(e.host, ec);
+  if (ec) throw std::runtime_error("'" + e.text + "' is not an IP address");
+  return {addr, e.port};
+}
+
+uint32_t Generations::pool_id(const std::string& name) {
+  if (const auto it = ids_.find(name); it != ids_.end()) return it->second;
+  if (names_.size() >= proxy::kMaxPools) {
+    throw std::runtime_error("upstreams: more than " + std::to_string(proxy::kMaxPools) +
+                             " distinct upstream names since floodgate started; restart it to "
+                             "reuse the slots of removed upstreams");
+  }
+  const auto id = static_cast<uint32_t>(names_.size());
+  ids_.emplace(name, id);
+  names_.push_back(name);
+  return id;
+}
+
+Generations::Entry Generations::build(const config::Config& cfg, std::string_view source) {
+  auto snap = std::make_shared<proxy::Snapshot>();
+  snap->generation = next_number_;
+  snap->sha256 = sha256_hex(source);
+  snap->loaded_at = std::chrono::system_clock::now();
+  snap->server = cfg.server;
+  snap->log = cfg.log;
+  snap->limits = http::HeadLimits{cfg.server.max_uri_bytes, cfg.server.max_header_bytes,
+                                  cfg.server.max_headers};
+  // Ids first, so that a failure leaves nothing half registered but names (harmless).
+  std::vector<uint32_t> ids;
+  for (const UpstreamParams& p : cfg.upstreams) ids.push_back(pool_id(p.name));
+  std::random_device rd;
+  for (std::size_t i = 0; i < cfg.upstreams.size(); ++i) {
+    auto up = std::make_shared<proxy::Upstream>();
+    up->id = ids[i];
+    up->params = cfg.upstreams[i];
+    for (std::size_t s = 0; s < up->params.servers.size(); ++s) {
+      const ServerEntry& entry = up->params.servers[s];
+      auto& slot = backends_[{up->params.name, entry.address.text}];
+      std::shared_ptr<proxy::Backend> b = slot.lock();
+      if (!b) {
+        boost::asio::ip::tcp::endpoint endpoint;
+        try {
+          endpoint = to_tcp(entry.address);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("upstreams[" + std::to_string(i) + "].servers[" +
+                                   std::to_string(s) + "]: " + e.what());
+        }
+        b = std::make_shared<proxy::Backend>(entry.address, endpoint, reactors_);
+        slot = b;
+      }
+      up->weights.push_back(entry.weight);
+      up->backends.push_back(std::move(b));
+    }
+    up->per_reactor = std::make_unique<proxy::Upstream::PerReactor[]>(reactors_);
+    for (unsigned r = 0; r < reactors_; ++r) {
+      const uint64_t seed = (uint64_t{rd()} << 32) ^ rd();
+      up->per_reactor[r].balancer.emplace(up->params.balance, up->weights, seed);
+    }
+    snap->upstreams.push_back(std::move(up));
+  }
+  snap->upstream_names = names_;
+  snap->by_id.assign(names_.size(), nullptr);
+  for (const auto& up : snap->upstreams) snap->by_id[up->id] = up.get();
+  std::vector<uint32_t> route_upstreams;
+  for (const RouteParams& r : cfg.routes) {
+    route_upstreams.push_back(ids_.at(r.upstream));  // validated: the name exists
+  }
+  snap->routes = RouteTable::build(cfg.routes, route_upstreams);
+  // Forget backends no generation holds any more.
+  for (auto it = backends_.begin(); it != backends_.end();) {
+    it = it->second.expired() ? backends_.erase(it) : std::next(it);
+  }
+  ++next_number_;
+  return Entry{std::move(snap), cfg};
+}
+
+void Generations::activate(Entry e) {
+  previous_ = std::move(active_);
+  active_ = std::move(e);
+}
+
+bool Generations::rollback() {
+  if (!previous_.snapshot) return false;
+  std::swap(active_, previous_);
+  return true;
+}
+
+}  // namespace floodgate::app

@@ -1,0 +1,69 @@
+// The configuration's generations (main thread only).
+//
+// A generation is an immutable proxy::Snapshot built off the reactor threads from a validated
+// configuration: numbered (1, 2, ...), stamped with the SHA-256 of its source text and the
+// time it was loaded. Generations builds them so that pools keep their identity by name: a
+// pool name gets a stable id (its metrics and route slot) the first time it appears, and a
+// backend address of a pool keeps its Backend object (in-flight count, idle connections) for as
+// long as some generation lists it.
+//
+// It keeps the active generation and the one before it (for rollback), each with the
+// configuration it came from (for previews).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "floodgate/config/config.h"
+#include "floodgate/proxy/snapshot.h"
+
+namespace floodgate::app {
+
+// Lowercase hex SHA-256 of `text` (OpenSSL's libcrypto).
+std::string sha256_hex(std::string_view text);
+
+boost::asio::ip::tcp::endpoint to_tcp(const Endpoint& e);
+
+class Generations {
+ public:
+  struct Entry {
+    std::shared_ptr<const proxy::Snapshot> snapshot;
+    config::Config config;
+  };
+
+  explicit Generations(unsigned reactors) : reactors_(reactors) {}
+
+  // Builds the next generation (not yet active). Throws std::runtime_error naming the key
+  // when an address cannot be resolved or there are too many pool names.
+  Entry build(const config::Config& cfg, std::string_view source);
+  // Makes `e` the active generation; the active one becomes the previous.
+  void activate(Entry e);
+  // Makes the previous generation active again (and the active one the previous). False when
+  // there is none.
+  bool rollback();
+
+  const Entry& active() const { return active_; }
+  const Entry* previous() const { return previous_.snapshot ? &previous_ : nullptr; }
+  // Pool names by id, for metrics (grows; ids never change).
+  const std::vector<std::string>& pool_names() const { return names_; }
+
+ private:
+  uint32_t pool_id(const std::string& name);
+
+  unsigned reactors_;
+  uint64_t next_number_ = 1;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<std::string> names_;
+  // (pool name, address as written) -> its Backend while some generation holds it.
+  std::map<std::pair<std::string, std::string>, std::weak_ptr<proxy::Backend>> backends_;
+  Entry active_;
+  Entry previous_;
+};
+
+}  // namespace floodgate::app

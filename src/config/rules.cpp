@@ -1,0 +1,78 @@
+#include "rules.h"
+
+#include <string>
+
+#include "values.h"
+
+namespace floodgate::config::detail {
+namespace {
+
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
+
+// With SO_REUSEPORT both listeners could bind the same port and share its connections.
+void check_admin_port(const Config& c, const DocumentMarks& marks, Collector& out) {
+  if (!marks.server_listen_ok || !marks.admin_listen_ok) {
+    return;
+  }
+  for (const Endpoint& e : c.server.listen) {
+    if (e.port != 0 && e.host == c.admin.listen.host && e.port == c.admin.listen.port) {
+      out.error(marks.admin_listen_at.value_or(marks.server_listen_at), "admin.listen",
+                quoted(c.admin.listen.text) +
+                    " is also a server.listen address; give the admin listener its own port");
+      return;
+    }
+  }
+}
+
+// The admin API changes the configuration: reachable from other hosts, it needs a token. A
+// token that is written but invalid has its own error; this one would only repeat it.
+void check_admin_exposure(const Config& c, const DocumentMarks& marks, Collector& out) {
+  if (!marks.admin_listen_ok || marks.token_given || is_loopback(c.admin.listen.host)) {
+    return;
+  }
+  out.error(marks.admin_listen_at.value_or(Position{1, 1}), "admin.listen",
+            quoted(c.admin.listen.text) +
+                " is not a loopback address and admin.token is not set, so anyone who can "
+                "reach it could change the configuration; set admin.token (at least " +
+                std::to_string(kMinTokenLength) +
+                " characters, e.g. the output of \"openssl rand -hex 32\"), or listen on "
+                "127.0.0.1");
+}
+
+// Among routes with the same host and path_prefix the first wins (routing/route_table.h), so
+// a later one can never match: almost certainly a copy-and-paste slip.
+void warn_shadowed_routes(const Config& c, const DocumentMarks& marks, Collector& out) {
+  for (size_t later = 0; later < c.routes.size(); ++later) {
+    const RouteParams& r = c.routes[later];
+    if (!marks.routes[later].host_and_prefix_ok) {
+      continue;
+    }
+    for (size_t first = 0; first < later; ++first) {
+      const RouteParams& f = c.routes[first];
+      if (!marks.routes[first].host_and_prefix_ok || f.host != r.host ||
+          f.path_prefix != r.path_prefix) {
+        continue;
+      }
+      out.warning(
+          marks.routes[later].at, "routes[" + std::to_string(marks.routes[later].index) + "]",
+          "this route never matches: routes[" + std::to_string(marks.routes[first].index) +
+              "] (line " + std::to_string(marks.routes[first].at.line) + ") has the same host " +
+              quoted(r.host) + " and path_prefix " + quoted(r.path_prefix) +
+              " and takes all its requests; remove one of them or change its host or "
+              "path_prefix");
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void check_document(const Config& c, const DocumentMarks& marks, Collector& out) {
+  check_admin_port(c, marks, out);
+  check_admin_exposure(c, marks, out);
+  warn_shadowed_routes(c, marks, out);
+}
+
+}  // namespace floodgate::config::detail

@@ -1,0 +1,36 @@
+// Rules that relate keys of different tables (the admin listener against the data-plane
+// listeners and admin.token; one route against the others). They run once every table has been
+// read, over the values that were valid, and add their errors and warnings to the same
+// Collector, so that one pass still reports everything. Main thread only.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "collector.h"
+#include "floodgate/config/config.h"
+
+namespace floodgate::config::detail {
+
+// What the table readers saw, beyond the values in Config: where things were written and
+// whether they were valid (an invalid value keeps its default in Config, which a rule must not
+// mistake for what the operator wrote).
+struct DocumentMarks {
+  bool server_listen_ok = true;
+  bool admin_listen_ok = true;
+  Position server_listen_at;
+  std::optional<Position> admin_listen_at;
+  bool token_given = false;  // admin.token is written, valid or not
+
+  struct Route {
+    size_t index = 0;  // i of routes[i] in the file
+    Position at;       // of its [[routes]] header
+    bool host_and_prefix_ok = true;
+  };
+  std::vector<Route> routes;  // parallel to Config::routes, including the ones with errors
+};
+
+// Records the errors and warnings of every cross-table rule (see docs/configuration.md).
+void check_document(const Config& c, const DocumentMarks& marks, Collector& out);
+
+}  // namespace floodgate::config::detail

@@ -1,0 +1,132 @@
+// A corpus of bad files, one per class of problem an operator makes: each file must produce
+// exactly one diagnostic, with its severity, key path, line:column and the part of the message
+// that names the problem. The exact wording of each class is pinned in errors_test.cpp,
+// scope_test.cpp and admin_test.cpp; this list is the checklist that no class goes unreported.
+#include <gtest/gtest.h>
+
+#include "config_test_support.h"
+#include "floodgate/config/config.h"
+
+namespace floodgate::config {
+namespace {
+
+using testing::dump;
+using testing::kMinimal;
+using testing::load;
+using Severity = Diagnostic::Severity;
+
+struct BadFile {
+  std::string_view name;
+  std::string text;
+  Severity severity;
+  std::string_view path;
+  int line;
+  int column;
+  std::string_view message_part;
+};
+
+// `head` on lines 1.., then a blank line and the minimal upstream and route.
+std::string before_minimal(std::string_view head) {
+  return std::string(head) + "\n\n" + std::string(kMinimal);
+}
+
+const BadFile kCorpus[] = {
+    {"unknown_key", before_minimal("[server]\nthreads = 4"), Severity::error, "server.threads", 2,
+     1, "unknown key 'threads' in [server]"},
+    {"wrong_type", before_minimal("[server]\nworkers = \"4\""), Severity::error, "server.workers",
+     2, 1, "expected an integer, got a string (\"4\")"},
+    {"out_of_range", before_minimal("[server]\nmax_headers = 0"), Severity::error,
+     "server.max_headers", 2, 1, "0 is out of range; use an integer from 1 to 10000"},
+    {"duration_without_unit", before_minimal("[server]\nidle_timeout = \"60\""), Severity::error,
+     "server.idle_timeout", 2, 1, "the unit is missing"},
+    {"duration_with_fraction", before_minimal("[server]\nheader_timeout = \"1.5s\""),
+     Severity::error, "server.header_timeout", 2, 1, "fractions are not supported"},
+    {"duration_as_integer", before_minimal("[server]\ndrain_timeout = 30"), Severity::error,
+     "server.drain_timeout", 2, 1, "expected a duration string with a unit"},
+    {"address_with_dns_name",
+     R"([[upstreams]]
+name = "app"
+servers = ["backend.local:9000"]
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].servers[0]", 3, 12, "DNS names are not resolved"},
+    {"address_without_port", before_minimal("[admin]\nlisten = \"127.0.0.1\""), Severity::error,
+     "admin.listen", 2, 1, "the port is missing"},
+    {"duplicate_upstream_name",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9001"]
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[1].name", 5, 1, "duplicate upstream name 'app'"},
+    {"route_to_missing_upstream",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[[routes]]
+upstream = "api"
+)",
+     Severity::error, "routes[0].upstream", 5, 1,
+     "route names upstream 'api', which is not defined"},
+    {"misplaced_key", before_minimal("[server]\nkeepalive = 8"), Severity::error,
+     "server.keepalive", 2, 1, "'keepalive' belongs in an [[upstreams]] entry"},
+    {"pool_scoped_key_in_route", std::string(kMinimal) + "max_active_requests = 100\n",
+     Severity::error, "routes[0].max_active_requests", 7, 1,
+     "max_active_requests is pool-scoped: set it under [upstreams.resilience] of upstream 'app'"},
+    {"pool_scoped_key_in_route_resilience",
+     std::string(kMinimal) + "\n[routes.resilience]\npending_timeout = \"1s\"\n", Severity::error,
+     "routes[0].resilience.pending_timeout", 9, 1,
+     "pending_timeout is pool-scoped: set it under [upstreams.resilience] of upstream 'app'"},
+    {"pool_scoped_key_in_inline_route_resilience",
+     std::string(kMinimal) + "resilience = { max_active_per_backend = 8 }\n", Severity::error,
+     "routes[0].resilience.max_active_per_backend", 7, 16,
+     "max_active_per_backend is pool-scoped: set it under [upstreams.resilience]"},
+    {"non_loopback_admin_without_token", before_minimal("[admin]\nlisten = \"0.0.0.0:9901\""),
+     Severity::error, "admin.listen", 2, 1, "is not a loopback address and admin.token is not set"},
+    {"non_loopback_ipv6_admin_without_token", before_minimal("[admin]\nlisten = \"[::]:9901\""),
+     Severity::error, "admin.listen", 2, 1, "is not a loopback address and admin.token is not set"},
+    {"short_token", before_minimal("[admin]\ntoken = \"s3cr3t\""), Severity::error, "admin.token",
+     2, 1, "the token is shorter than 16 characters"},
+    {"token_with_whitespace", before_minimal("[admin]\ntoken = \"0123456789 abcdef0123\""),
+     Severity::error, "admin.token", 2, 1, "the token contains a space"},
+    {"token_not_a_string", before_minimal("[admin]\ntoken = 1234567890123456789"), Severity::error,
+     "admin.token", 2, 1, "expected a string, got an integer;"},
+    {"shadowed_route", std::string(kMinimal) + "\n[[routes]]\nhost = \"*\"\nupstream = \"app\"\n",
+     Severity::warning, "routes[1]", 8, 1, "this route never matches: routes[0] (line 5)"},
+    {"weight_ignored_by_balance",
+     R"([[upstreams]]
+name = "app"
+balance = "p2c"
+servers = ["127.0.0.1:9000", { address = "127.0.0.1:9001", weight = 3 }]
+[[routes]]
+upstream = "app"
+)",
+     Severity::warning, "upstreams[0].servers[1].weight", 4, 60,
+     "weight 3 is ignored by balance = \"p2c\""},
+};
+
+class ConfigCorpus : public ::testing::TestWithParam<BadFile> {};
+
+TEST_P(ConfigCorpus, ReportsItsOneProblemWithPathPositionAndMessage) {
+  const BadFile& f = GetParam();
+  const LoadResult r = load(f.text);
+  ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
+  const Diagnostic& d = r.diagnostics[0];
+  EXPECT_EQ(d.severity, f.severity) << dump(r);
+  EXPECT_EQ(d.path, f.path);
+  EXPECT_EQ(d.line, f.line);
+  EXPECT_EQ(d.column, f.column);
+  EXPECT_NE(d.message.find(f.message_part), std::string::npos) << d.message;
+  EXPECT_EQ(r.ok(), f.severity == Severity::warning);
+}
+
+INSTANTIATE_TEST_SUITE_P(BadFiles, ConfigCorpus, ::testing::ValuesIn(kCorpus),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace floodgate::config
