@@ -132,7 +132,7 @@ struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
     }
     std::string body;
     handlers.metrics(body);
-    respond(200, "OK", std::move(body), "", "text/plain; version=0.0.4; charset=utf-8");
+    respond(200, "OK", body, "", "text/plain; version=0.0.4; charset=utf-8");
   }
 
   static std::string_view phrase(int status) {

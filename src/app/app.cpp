@@ -362,7 +362,7 @@ class Process {
     std::shared_ptr<const proxy::Snapshot> old = gens_.active().snapshot;
     const auto snap = next.snapshot;
     gens_.activate(std::move(next));
-    for (auto& r : reactors_) r->swap(snap);
+    for (auto& r : reactors_) r->activate(snap);
     spdlog::set_level(to_spdlog(snap->log.level));
     ++reloads_ok_;
     last_success_ = std::chrono::system_clock::now();
@@ -478,7 +478,7 @@ class Process {
     }
     gens_.rollback();
     const auto snap = gens_.active().snapshot;
-    for (auto& r : reactors_) r->swap(snap);
+    for (auto& r : reactors_) r->activate(snap);
     spdlog::set_level(to_spdlog(snap->log.level));
     track_retirement(old);
     spdlog::info("rollback: generation {} active again; generation {} retiring", snap->generation,

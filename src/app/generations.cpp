@@ -15,7 +15,7 @@ std::string sha256_hex(std::string_view text) {
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(2 * length);
+  out.reserve(std::size_t{2} * length);
   for (unsigned int i = 0; i < length; ++i) {
     out.push_back(kHex[digest[i] >> 4]);
     out.push_back(kHex[digest[i] & 0xf]);

@@ -51,7 +51,7 @@ Reactor::~Reactor() {
   close_idle_connections(nullptr);
 }
 
-void Reactor::swap(std::shared_ptr<const Snapshot> next) {
+void Reactor::activate(std::shared_ptr<const Snapshot> next) {
   post([this, next = std::move(next)]() mutable { install(std::move(next)); });
 }
 

@@ -289,11 +289,10 @@ void Session::on_client_timeout() {
       return close();
     case Phase::head:  // the head did not complete in time
       return respond(Reason::header_timeout);
-    case Phase::tunnel:  // no traffic either way for idle_timeout
+    case Phase::tunnel:      // no traffic either way for idle_timeout
+    case Phase::forwarding:  // the client stalled sending its body or reading the response
     case Phase::closing:
     case Phase::generated:
-      return close();
-    case Phase::forwarding:  // the client stalled sending its body or reading the response
       return close();
   }
 }

@@ -69,7 +69,7 @@ class Reactor {
   // Closes everything now; in-flight requests are cut and counted.
   void force_close();
   // Installs the next generation (posted; requests in progress keep theirs).
-  void swap(std::shared_ptr<const Snapshot> next);
+  void activate(std::shared_ptr<const Snapshot> next);
   // The retirement hook: after server.retirement_grace, requests still on `generation` whose
   // pool the current generation no longer has are ended (posted). Later: parked requests of
   // that generation are woken and rejected first.

@@ -47,7 +47,7 @@ struct Backend {
     uint64_t generation = 0;  // the reactor's latest generation that lists this backend
   };
 
-  Backend(Endpoint address, boost::asio::ip::tcp::endpoint endpoint, unsigned reactors)
+  Backend(Endpoint address, const boost::asio::ip::tcp::endpoint& endpoint, unsigned reactors)
       : address(std::move(address)), endpoint(endpoint), idle(std::make_unique<Idle[]>(reactors)) {}
 
   const Endpoint address;                         // as configured; `peer` label in metrics

@@ -1,0 +1,126 @@
+#include "generations.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace floodgate::app {
+namespace {
+
+config::Config parse(const std::string& toml) {
+  config::LoadResult r = config::load_string(toml, "test.toml");
+  EXPECT_TRUE(r.ok()) << (r.diagnostics.empty() ? "" : config::format(r.diagnostics[0]));
+  return *r.config;
+}
+
+const std::string kOnePool = R"(
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000", "127.0.0.1:9001"]
+[[routes]]
+upstream = "app"
+)";
+
+const std::string kTwoPools = R"(
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9100"]
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9001", "127.0.0.1:9002"]
+balance = "p2c"
+[[routes]]
+upstream = "app"
+[[routes]]
+path_prefix = "/api"
+upstream = "api"
+)";
+
+TEST(Generations, NumbersGenerationsAndHashesTheirSource) {
+  Generations g(2);
+  const auto first = g.build(parse(kOnePool), kOnePool);
+  const auto second = g.build(parse(kOnePool), kOnePool);
+  EXPECT_EQ(first.snapshot->generation, 1U);
+  EXPECT_EQ(second.snapshot->generation, 2U);
+  EXPECT_EQ(first.snapshot->sha256, sha256_hex(kOnePool));
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST(Generations, KeepsAPoolsIdAndItsBackendsByNameAcrossReloads) {
+  Generations g(2);
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  const proxy::Snapshot& one = *g.active().snapshot;
+  const proxy::Upstream& app1 = *one.upstreams[0];
+  g.activate(g.build(parse(kTwoPools), kTwoPools));
+  const proxy::Snapshot& two = *g.active().snapshot;
+  const proxy::Upstream& app2 = two.upstream(app1.id);
+  EXPECT_EQ(app2.params.name, "app");
+  // 127.0.0.1:9001 is kept: the same object, with its in-flight count and idle lists.
+  EXPECT_EQ(app2.backends[0].get(), app1.backends[1].get());
+  EXPECT_NE(app2.backends[1].get(), app1.backends[0].get());  // 9002 is new
+  // The new pool gets the next id; the route table points at ids.
+  const proxy::Upstream& api = *two.upstreams[0];
+  EXPECT_EQ(api.params.name, "api");
+  EXPECT_NE(api.id, app1.id);
+  EXPECT_EQ(two.upstream_names.size(), 2U);
+  EXPECT_EQ(two.routes.match("example.test", "/api/x")->upstream, api.id);
+  EXPECT_EQ(two.routes.match("example.test", "/x")->upstream, app1.id);
+}
+
+TEST(Generations, ARemovedPoolKeepsItsIdForWhenItComesBack) {
+  Generations g(1);
+  g.activate(g.build(parse(kTwoPools), kTwoPools));
+  const uint32_t api_id = g.active().snapshot->upstreams[0]->id;
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  EXPECT_EQ(g.active().snapshot->by_id[api_id], nullptr);
+  g.activate(g.build(parse(kTwoPools), kTwoPools));
+  EXPECT_EQ(g.active().snapshot->upstreams[0]->id, api_id);
+}
+
+TEST(Generations, GivesEachReactorItsOwnBalancerAndIdleLists) {
+  Generations g(3);
+  const auto e = g.build(parse(kOnePool), kOnePool);
+  const proxy::Upstream& up = *e.snapshot->upstreams[0];
+  for (unsigned r = 0; r < 3; ++r) EXPECT_TRUE(up.per_reactor[r].balancer.has_value());
+  EXPECT_EQ(up.backends[0]->idle[2].count, 0U);
+}
+
+TEST(Generations, RollbackSwapsTheActiveAndThePreviousGeneration) {
+  Generations g(1);
+  EXPECT_FALSE(g.rollback());
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  EXPECT_FALSE(g.rollback());  // no previous yet
+  g.activate(g.build(parse(kTwoPools), kTwoPools));
+  ASSERT_TRUE(g.rollback());
+  EXPECT_EQ(g.active().snapshot->generation, 1U);
+  ASSERT_NE(g.previous(), nullptr);
+  EXPECT_EQ(g.previous()->snapshot->generation, 2U);
+  ASSERT_TRUE(g.rollback());
+  EXPECT_EQ(g.active().snapshot->generation, 2U);
+}
+
+TEST(Generations, RefusesMorePoolNamesThanTheMetricsSlotsSizedAtStart) {
+  Generations g(1);
+  auto config_named = [](std::size_t i) {
+    return "[[upstreams]]\nname = \"pool" + std::to_string(i) +
+           "\"\nservers = [\"127.0.0.1:9000\"]\n[[routes]]\nupstream = \"pool" + std::to_string(i) +
+           "\"\n";
+  };
+  for (std::size_t i = 0; i < proxy::kMaxPools; ++i) {
+    const std::string text = config_named(i);
+    g.activate(g.build(parse(text), text));
+  }
+  const std::string text = config_named(proxy::kMaxPools);
+  try {
+    (void)g.build(parse(text), text);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("restart"), std::string::npos) << e.what();
+  }
+  // Names seen before still work.
+  const std::string again = config_named(7);
+  EXPECT_NO_THROW((void)g.build(parse(again), again));
+}
+
+}  // namespace
+}  // namespace floodgate::app
