@@ -119,8 +119,9 @@ struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
   void route() {
     const std::string_view path = request.path;
     if (path == "/config" || path.starts_with("/config/")) {
-      AdminServer::Response r = handlers.control(request);
-      return respond(r.status, phrase(r.status), r.body, "", r.content_type);
+      return handlers.control(request, [self = shared_from_this()](AdminServer::Response r) {
+        self->respond(r.status, phrase(r.status), r.body, "", r.content_type);
+      });
     }
     if (path != "/healthz" && path != "/metrics") return respond(404, "Not Found", "not found\n");
     if (request.method != "GET" && request.method != "HEAD") {

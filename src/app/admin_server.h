@@ -28,7 +28,9 @@ class AdminServer {
   struct Handlers {
     std::function<void(std::string&)> metrics;  // appends the exposition text
     std::function<bool()> draining;
-    std::function<Response(const Request&)> control;  // every path under /config
+    // Every path under /config. Answers by calling the reply function, at once or later (an
+    // activation answers once every reactor serves the new generation).
+    std::function<void(const Request&, std::function<void(Response)>)> control;
   };
 
   // Largest request body accepted (a configuration file).

@@ -192,7 +192,8 @@ class Process {
       : gens_(std::move(gens)),
         start_(gens_.active().config),
         path_(path),
-        access_log_(start_.log, resolved_workers(start_.server)) {}
+        access_log_(start_.log, resolved_workers(start_.server)),
+        serving_(gens_.active().snapshot) {}
 
   int start() {
     const unsigned workers = resolved_workers(start_.server);
@@ -215,7 +216,10 @@ class Process {
           io_, to_tcp(start_.admin.listen),
           AdminServer::Handlers{[this](std::string& out) { render_metrics(out); },
                                 [this] { return draining_; },
-                                [this](const AdminServer::Request& r) { return control(r); }});
+                                [this](const AdminServer::Request& r,
+                                       std::function<void(AdminServer::Response)> reply) {
+                                  control(r, std::move(reply));
+                                }});
     } catch (const std::exception& e) {
       return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
                   e.what());
@@ -259,7 +263,8 @@ class Process {
   };
 
   // Validates `source`; with `activate`, builds and publishes it as the next generation.
-  Outcome apply(const std::string& source, const std::string& origin, bool activate) {
+  Outcome apply(const std::string& source, const std::string& origin, bool activate,
+                std::function<void()> served = {}) {
     Outcome out;
     out.validation = config::load_string(source, origin);
     if (!out.validation.ok()) return out;
@@ -273,7 +278,7 @@ class Process {
       return out;
     }
     if (!apply_listeners(next.config, out.error)) return out;
-    publish(std::move(next));
+    publish(std::move(next), std::move(served));
     out.generation = gens_.active().snapshot->generation;
     return out;
   }
@@ -358,17 +363,33 @@ class Process {
     return true;
   }
 
-  void publish(Generations::Entry next) {
+  void publish(Generations::Entry next, std::function<void()> served) {
     std::shared_ptr<const proxy::Snapshot> old = gens_.active().snapshot;
     const auto snap = next.snapshot;
     gens_.activate(std::move(next));
-    for (auto& r : reactors_) r->activate(snap);
-    spdlog::set_level(to_spdlog(snap->log.level));
+    install_everywhere(snap, std::move(served));
     ++reloads_ok_;
     last_success_ = std::chrono::system_clock::now();
     track_retirement(old);
     spdlog::info("generation {} active ({}); generation {} retiring", snap->generation,
                  snap->sha256, old->generation);
+  }
+
+  // Posts `snap` to every reactor; once all of them serve it, it is what GET /config reports
+  // and `served` runs (main thread).
+  void install_everywhere(const std::shared_ptr<const proxy::Snapshot>& snap,
+                          std::function<void()> served) {
+    spdlog::set_level(to_spdlog(snap->log.level));
+    const uint64_t seq = ++publish_seq_;
+    auto left = std::make_shared<std::size_t>(reactors_.size());
+    auto on_main = [this, snap, seq, left, served = std::move(served)] {
+      if (--*left != 0) return;
+      if (seq == publish_seq_) serving_ = snap;  // a later publish wins
+      if (served) served();
+    };
+    for (auto& r : reactors_) {
+      r->activate(snap, [this, on_main] { asio::post(io_, on_main); });
+    }
   }
 
   // --- Retirement: an old generation ends when its last request ends, or is forced after
@@ -415,17 +436,22 @@ class Process {
   }
 
   // --- Control API (docs/operations.md) -----------------------------------------------------
-  AdminServer::Response control(const AdminServer::Request& req) {
+  using Reply = std::function<void(AdminServer::Response)>;
+
+  void control(const AdminServer::Request& req, const Reply& done) {
     namespace json = boost::json;
-    auto reply = [](int status, const json::value& v) {
-      return AdminServer::Response{status, json::serialize(v) + "\n"};
+    auto reply = [&done](int status, const json::value& v) {
+      done(AdminServer::Response{status, json::serialize(v) + "\n"});
     };
     auto message = [&](int status, std::string text) {
-      return reply(status, json::object{{"error", std::move(text)}});
+      reply(status, json::object{{"error", std::move(text)}});
+    };
+    auto invalid = [&done](const config::LoadResult& r) {
+      done(AdminServer::Response{422, config::to_json(r) + "\n"});
     };
     if (req.path == "/config") {
       if (req.method != "GET") return message(405, "use GET /config");
-      const auto& snap = *gens_.active().snapshot;
+      const auto& snap = *serving_;  // what every reactor serves now
       return reply(200, json::object{{"generation", snap.generation},
                                      {"sha256", snap.sha256},
                                      {"loaded_at", rfc3339(snap.loaded_at)}});
@@ -442,13 +468,12 @@ class Process {
     }
     if (draining_) return message(503, "floodgate is shutting down");
     if (action == "validate") {
-      return AdminServer::Response{
-          200, config::to_json(apply(req.body, "request body", false).validation) + "\n"};
+      return done(AdminServer::Response{
+          200, config::to_json(apply(req.body, "request body", false).validation) + "\n"});
     }
     if (action == "preview") {
       Outcome o = apply(req.body, "request body", false);
-      if (!o.validation.ok())
-        return AdminServer::Response{422, config::to_json(o.validation) + "\n"};
+      if (!o.validation.ok()) return invalid(o.validation);
       json::object changes = diff(gens_.active().config, *o.validation.config);
       changes["generation"] = gens_.active().snapshot->generation;
       return reply(200, changes);
@@ -460,11 +485,15 @@ class Process {
         ++reloads_failed_;
         return message(500, "cannot read " + path_ + ": " + source);
       }
-      Outcome o = reload(source, from_file ? path_ : std::string("request body"), "control API");
-      if (!o.validation.ok())
-        return AdminServer::Response{422, config::to_json(o.validation) + "\n"};
+      Outcome o =
+          reload(source, from_file ? path_ : std::string("request body"), "control API",
+                 [done](uint64_t generation) {
+                   done(AdminServer::Response{
+                       200, json::serialize(json::object{{"generation", generation}}) + "\n"});
+                 });
+      if (!o.validation.ok()) return invalid(o.validation);
       if (o.generation == 0) return message(500, o.error);
-      return reply(200, json::object{{"generation", o.generation}});
+      return;  // answered once every reactor serves it
     }
     // rollback
     const Generations::Entry* previous = gens_.previous();
@@ -478,13 +507,15 @@ class Process {
     }
     gens_.rollback();
     const auto snap = gens_.active().snapshot;
-    for (auto& r : reactors_) r->activate(snap);
-    spdlog::set_level(to_spdlog(snap->log.level));
     track_retirement(old);
     spdlog::info("rollback: generation {} active again; generation {} retiring", snap->generation,
                  old->generation);
-    notifier_.reloaded(snap->generation, true, "");
-    return reply(200, json::object{{"generation", snap->generation}});
+    install_everywhere(snap, [this, snap, done] {
+      notifier_.reloaded(snap->generation, true, "");
+      done(AdminServer::Response{
+          200,
+          boost::json::serialize(boost::json::object{{"generation", snap->generation}}) + "\n"});
+    });
   }
 
   static bool token_matches(std::string_view authorization, std::string_view token) {
@@ -512,12 +543,17 @@ class Process {
   }
 
   // A reload from SIGHUP or the control API: validate, build, publish; log the outcome.
-  Outcome reload(const std::string& source, const std::string& origin, std::string_view trigger) {
+  // `served` runs once every reactor serves the new generation.
+  Outcome reload(const std::string& source, const std::string& origin, std::string_view trigger,
+                 std::function<void(uint64_t)> served = {}) {
     notifier_.reloading();
-    Outcome o = apply(source, origin, true);
+    Outcome o = apply(source, origin, true, [this, served] {
+      const uint64_t g = serving_->generation;
+      notifier_.reloaded(g, true, "");
+      if (served) served(g);
+    });
     if (o.generation != 0) {
       for (const auto& d : o.validation.diagnostics) spdlog::warn("{}", config::format(d));
-      notifier_.reloaded(o.generation, true, "");
       return o;
     }
     ++reloads_failed_;
@@ -607,8 +643,7 @@ class Process {
     w.sample("floodgate_reactor_heap_allocations_total", {}, counted_heap_allocations());
     w.header("floodgate_config_generation", "The active configuration generation.",
              MetricType::gauge);
-    w.sample("floodgate_config_generation", {},
-             static_cast<double>(gens_.active().snapshot->generation));
+    w.sample("floodgate_config_generation", {}, static_cast<double>(serving_->generation));
     w.header("floodgate_config_reloads_total",
              "Reloads by result (SIGHUP and POST /config/activate; start-up not counted).",
              MetricType::counter);
@@ -635,6 +670,8 @@ class Process {
   std::optional<AdminServer> admin_;
   std::vector<std::unique_ptr<proxy::Reactor>> reactors_;
   std::vector<Retiring> retiring_;
+  std::shared_ptr<const proxy::Snapshot> serving_;  // installed on every reactor
+  uint64_t publish_seq_ = 0;
   uint64_t reloads_ok_ = 0;
   uint64_t reloads_failed_ = 0;
   std::chrono::system_clock::time_point last_success_ = std::chrono::system_clock::now();

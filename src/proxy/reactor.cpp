@@ -51,8 +51,11 @@ Reactor::~Reactor() {
   close_idle_connections(nullptr);
 }
 
-void Reactor::activate(std::shared_ptr<const Snapshot> next) {
-  post([this, next = std::move(next)]() mutable { install(std::move(next)); });
+void Reactor::activate(std::shared_ptr<const Snapshot> next, std::function<void()> installed) {
+  post([this, next = std::move(next), installed = std::move(installed)]() mutable {
+    install(std::move(next));
+    installed();
+  });
 }
 
 // Makes `next` the generation new requests start on. Requests in progress keep theirs (a

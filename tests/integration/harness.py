@@ -161,6 +161,8 @@ class Floodgate:
         binary = floodgate_bin()
         for attempt in range(3):  # a picked port can be taken by someone else before we bind it
             self.port, self.admin_port = free_port(), free_port()
+            while self.admin_port == self.port:  # two picks can return the same free port
+                self.admin_port = free_port()
             with open(self.config_path, "w") as f:
                 f.write(render_toml(self.config()))
             self.stderr_file = open(self.stderr_path, "wb")

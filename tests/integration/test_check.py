@@ -102,7 +102,10 @@ class Check(unittest.TestCase):
         return path
 
     def valid(self):
-        return VALID.format(port=free_port(), admin_port=free_port())
+        port, admin_port = free_port(), free_port()
+        while admin_port == port:  # two picks can return the same free port
+            admin_port = free_port()
+        return VALID.format(port=port, admin_port=admin_port)
 
     def run_floodgate(self, *args):
         try:

@@ -267,7 +267,10 @@ class Reloads(FloodgateTestCase):
         self.fg.signal(signal.SIGUSR1)
         poll(lambda: os.path.exists(path), what="a new access log file")
         self.fg.get("/after-rotate", headers=[("X-Request-Id", "after-rotate-1")])
-        poll(lambda: b"after-rotate-1" in open(path, "rb").read(), what="the line in the new file")
+        def logged():
+            with open(path, "rb") as f:
+                return b"after-rotate-1" in f.read()
+        poll(logged, what="the line in the new file")
 
 
 class NoPreviousGeneration(FloodgateTestCase):

@@ -68,8 +68,9 @@ class Reactor {
   void drain();
   // Closes everything now; in-flight requests are cut and counted.
   void force_close();
-  // Installs the next generation (posted; requests in progress keep theirs).
-  void activate(std::shared_ptr<const Snapshot> next);
+  // Installs the next generation (posted; requests in progress keep theirs), then calls
+  // `installed` on the reactor thread.
+  void activate(std::shared_ptr<const Snapshot> next, std::function<void()> installed);
   // The retirement hook: after server.retirement_grace, requests still on `generation` whose
   // pool the current generation no longer has are ended (posted). Later: parked requests of
   // that generation are woken and rejected first.

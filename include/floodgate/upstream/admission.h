@@ -130,7 +130,7 @@ class AdmissionWaiter {
 
   // The granted slot, once: `granted` -> `idle`. Empty if the waiter is not granted (never
   // parked, still queued, rejected, cancelled, or the permit was already taken).
-  Permit take_permit() noexcept;
+  [[nodiscard]] Permit take_permit() noexcept;
 
  private:
   friend class Admission;
@@ -206,6 +206,7 @@ class Admission {
   static constexpr uint64_t kUnlimited = kCountMask;  // limit field of max_active = 0
   static uint64_t count_of(uint64_t word) noexcept { return word & kCountMask; }
   static uint64_t limit_of(uint64_t word) noexcept { return word >> kLimitShift; }
+  static uint64_t limit_field(uint32_t max_active) noexcept;
 
   inline void release_slot() noexcept;
   Result admit_slow(AdmissionWaiter& waiter) noexcept;
