@@ -94,8 +94,10 @@ class Permit {
 // raised the limit) or rejects (set_limits lowered max_pending below the waiter's place) a
 // queued waiter, it calls `on_complete(context, status)` exactly once, with status `admitted` or
 // `rejected`:
-//   - on the thread that freed the slot: inside Permit::release() or ~Permit, or set_limits();
-//     never on the owner's behalf from admit() or cancel(), and never under the admission's lock;
+//   - on the thread that freed the slot, inside Permit::release() or ~Permit (in floodgate: the
+//     reactor, often another one, whose request just ended), or on the thread calling
+//     set_limits() (the main thread, on reload); never from admit() or cancel(), and never
+//     under the admission's lock;
 //   - it must not throw, should be short (floodgate's posts a continuation to the owner's
 //     executor), and must not touch the waiter or `context` after handing off: from that point
 //     the owner may destroy them. It may call any Admission or waiter function, but should not
@@ -110,7 +112,9 @@ class Permit {
 // was not taken releases the slot.
 //
 // Lifetime: once admit() returned `queued`, the waiter and `context` must stay alive and must not
-// be admitted again until cancel() returned true or the completion has been called. Destroying a
+// be admitted again until cancel() returned true or the completion has been called (the
+// admission reads what it needs from the node before calling, and never touches it after).
+// The owner learns of the outcome from the completion, not by polling state(). Destroying a
 // queued waiter is a contract violation (asserted).
 class AdmissionWaiter {
  public:
@@ -183,7 +187,11 @@ class Admission {
     return limit == kUnlimited ? 0 : static_cast<uint32_t>(limit);
   }
   uint32_t max_pending() const noexcept { return max_pending_.load(std::memory_order_relaxed); }
-  // Every admit() call ends up counted in exactly one of these once it has left the queue.
+  // Counters. Every admit() call ends up in exactly one of admitted (a slot, at once or by a
+  // grant), rejected (queue full or none, or evicted by a lowered max_pending: the proxy's
+  // proxy_overloaded) and cancelled(reason) (taken out by its owner: timed_out is
+  // pending_timeout, retired is generation_retired). A cancel that lost to a grant counts as
+  // admitted. queued counts the arrivals that had to wait.
   uint64_t admitted() const noexcept { return admitted_.load(std::memory_order_relaxed); }
   uint64_t rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
   uint64_t cancelled(CancelReason reason) const noexcept {

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -243,14 +244,17 @@ TEST(ConfigLoad, ReportsDuplicateTomlKeysAsSyntaxErrors) {
 
 class ConfigFile : public ::testing::Test {
  protected:
+  // One file per test and process: ctest runs test cases in parallel processes.
+  std::string path() const {
+    return ::testing::TempDir() + "floodgate_config_test_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+           std::to_string(::getpid()) + ".toml";
+  }
   std::string write(std::string_view text) {
-    std::string path = ::testing::TempDir() + "floodgate_config_test.toml";
-    std::ofstream(path) << text;
-    return path;
+    std::ofstream(path()) << text;
+    return path();
   }
-  void TearDown() override {
-    std::remove((::testing::TempDir() + "floodgate_config_test.toml").c_str());
-  }
+  void TearDown() override { std::remove(path().c_str()); }
 };
 
 TEST_F(ConfigFile, LoadsAFileAndNamesItInDiagnostics) {

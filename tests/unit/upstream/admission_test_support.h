@@ -51,17 +51,4 @@ bool eventually(Condition condition, std::chrono::seconds limit = std::chrono::s
   return true;
 }
 
-// Fewer iterations under ThreadSanitizer, which runs these loops about 20 times slower.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr int kSanitizerSlowdown = 10;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr int kSanitizerSlowdown = 10;
-#else
-inline constexpr int kSanitizerSlowdown = 1;
-#endif
-#else
-inline constexpr int kSanitizerSlowdown = 1;
-#endif
-
 }  // namespace floodgate::testing

@@ -66,3 +66,37 @@ TEST(Balancer, PickDoesNotAllocate) {
 
 }  // namespace
 }  // namespace floodgate
+
+#include "floodgate/upstream/admission.h"
+
+namespace floodgate {
+namespace {
+
+void ignore_completion(void*, AdmitStatus) noexcept {}
+
+// The waiter is the caller's node and the FIFO is intrusive: neither path allocates.
+TEST(Admission, NeitherTheFastNorTheSlowPathAllocates) {
+  Admission admission({.max_active = 1, .max_pending = 2});
+  AdmissionWaiter first(&ignore_completion, nullptr);
+  AdmissionWaiter second(&ignore_completion, nullptr);
+  int admitted = 0;
+  const auto n = allocations_during([&] {
+    for (int i = 0; i < 100; ++i) {  // fast path: admit and release below the limit
+      auto result = admission.admit(first);
+      admitted += result.status == AdmitStatus::admitted ? 1 : 0;
+    }
+    Permit held = admission.admit(first).permit;
+    admitted += admission.admit(first).status == AdmitStatus::queued ? 1 : 0;
+    admitted += admission.admit(second).status == AdmitStatus::queued ? 1 : 0;
+    held.release();  // handoff to `first`
+    admitted += second.cancel(CancelReason::timed_out) ? 1 : 0;
+    admission.set_limits({.max_active = 2, .max_pending = 0});
+    first.take_permit().release();
+  });
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(admitted, 103);
+  EXPECT_EQ(admission.active(), 0);
+}
+
+}  // namespace
+}  // namespace floodgate
