@@ -21,7 +21,6 @@ import argparse
 import base64
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -33,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
+import compare  # noqa: E402
 import targets  # noqa: E402
 from backend import Backend  # noqa: E402
 
@@ -87,23 +87,11 @@ upstream = "ws"
 
 
 def wrk(port, duration, connections):
+    """wrk's figures, parsed like compare.py's; "errors" counts socket errors and non-2xx/3xx."""
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency",
                           f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
                          check=True).stdout
-    def latency(label):
-        m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        value, unit = float(m.group(1)), m.group(2)
-        return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-        "requests": int(re.search(r"(\d+) requests in", out).group(1)),
-        "p50_ms": latency("50"),
-        "p99_ms": latency("99"),
-        "non2xx": int(non2xx.group(1)) if non2xx else 0,
-        "socket_errors": sum(int(x) for x in sock.groups()) if sock else 0,
-    }
+    return compare.parse_wrk(out)
 
 
 def open_tunnel(port):
@@ -200,14 +188,14 @@ def main():
 
     print(f"wrk -t1 -c{args.connections} -d{args.duration}s, floodgate 1 worker, "
           f"{args.reloads} SIGHUP reloads alternating two files")
-    print("| run | req/s | p50 ms | p99 ms | non-2xx | socket errors |")
-    print("|---|---|---|---|---|---|")
+    print("| run | req/s | p50 ms | p99 ms | errors (non-2xx/3xx + socket) |")
+    print("|---|---|---|---|---|")
     for name, r in (("no reloads", quiet), (f"{args.reloads} reloads", reloaded)):
         print(f"| {name} | {r['rps']:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
-              f"{r['non2xx']} | {r['socket_errors']} |")
+              f"{r['errors']} |")
     print(f"generations: {start_generation} -> {end_generation}; "
           f"tunnel echoes before: {tunnel_before}, after: {tunnel_after}")
-    ok = (reloaded["non2xx"] == 0 and reloaded["socket_errors"] == 0 and tunnel_before
+    ok = (reloaded["errors"] == 0 and tunnel_before
           and tunnel_after and end_generation == start_generation + args.reloads)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -13,9 +13,6 @@
 #include <boost/json.hpp>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "admin_server.h"
@@ -530,16 +527,12 @@ class Process {
     return diff == 0;
   }
 
+  // The file's text, or the reason it cannot be read in `text`.
   bool read_config_file(std::string& text) {
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) {
-      text = std::strerror(errno);
-      return false;
-    }
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
-    return true;
+    std::string why;
+    if (config::read_file(path_, text, why)) return true;
+    text = why;
+    return false;
   }
 
   // A reload from SIGHUP or the control API: validate, build, publish; log the outcome.
@@ -683,12 +676,8 @@ class Process {
 
 int run(const std::string& config_path) {
   std::string source;
-  {
-    std::ifstream in(config_path, std::ios::binary);
-    if (!in) return fail(config_path + ": cannot read: " + std::strerror(errno));
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    source = buf.str();
+  if (std::string why; !config::read_file(config_path, source, why)) {
+    return fail(config_path + ": cannot read: " + why);
   }
   const config::LoadResult loaded = config::load_string(source, config_path);
   for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", config::format(d).c_str());

@@ -17,7 +17,32 @@ namespace {
 // A configuration is a few KiB; the cap stops a mistaken path (a log, /dev/zero) early.
 constexpr size_t kMaxFileBytes = size_t{16} << 20;
 
-// Reads the whole file, or says why not (the OS reason, from errno).
+std::string lower_first(std::string_view s) {
+  std::string out(s);
+  if (!out.empty() && out[0] >= 'A' && out[0] <= 'Z') {
+    out[0] = static_cast<char>(out[0] - 'A' + 'a');
+  }
+  return out;
+}
+
+}  // namespace
+
+LoadResult load_string(std::string_view toml_text, std::string_view source_name) {
+  detail::Collector out{std::string(source_name)};
+  LoadResult result;
+  try {
+    const toml::table root = toml::parse(toml_text, source_name);
+    Config config = detail::map_document(root, out);
+    if (!out.has_errors()) {
+      result.config = std::move(config);
+    }
+  } catch (const toml::parse_error& e) {
+    out.error(detail::position_of(e.source()), "", "invalid TOML: " + lower_first(e.description()));
+  }
+  result.diagnostics = out.take();
+  return result;
+}
+
 bool read_file(const std::string& path, std::string& text, std::string& why) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -43,32 +68,6 @@ bool read_file(const std::string& path, std::string& text, std::string& why) {
     why = "file is larger than 16 MiB; is this a configuration?";
   }
   return why.empty();
-}
-
-std::string lower_first(std::string_view s) {
-  std::string out(s);
-  if (!out.empty() && out[0] >= 'A' && out[0] <= 'Z') {
-    out[0] = static_cast<char>(out[0] - 'A' + 'a');
-  }
-  return out;
-}
-
-}  // namespace
-
-LoadResult load_string(std::string_view toml_text, std::string_view source_name) {
-  detail::Collector out{std::string(source_name)};
-  LoadResult result;
-  try {
-    const toml::table root = toml::parse(toml_text, source_name);
-    Config config = detail::map_document(root, out);
-    if (!out.has_errors()) {
-      result.config = std::move(config);
-    }
-  } catch (const toml::parse_error& e) {
-    out.error(detail::position_of(e.source()), "", "invalid TOML: " + lower_first(e.description()));
-  }
-  result.diagnostics = out.take();
-  return result;
 }
 
 LoadResult load_file(const std::string& path) {

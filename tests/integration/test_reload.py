@@ -2,7 +2,6 @@
 changes, retirement and log reopening. A reload never drops a request; a bad file never takes
 the service down."""
 
-import base64
 import hashlib
 import http.client
 import json
@@ -13,12 +12,10 @@ import threading
 import unittest
 
 from backend import Backend
+from test_upgrade import UPGRADE_HEADERS
 from harness import (DEFAULT_TIMEOUT, Conn, FloodgateTestCase, admin_get, build_request,
                      free_port, poll, render_toml, route, upstream)
 
-KEY = base64.b64encode(b"0123456789abcdef").decode()
-UPGRADE_HEADERS = [("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                   ("Sec-WebSocket-Key", KEY), ("Sec-WebSocket-Version", "13")]
 TOKEN = "s3cret-token-for-tests-0123"
 
 

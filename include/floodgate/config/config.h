@@ -41,6 +41,9 @@ struct LoadResult {
   bool ok() const { return config.has_value(); }
 };
 
+// Reads a configuration file whole (at most 16 MiB); false with the reason in `why`.
+bool read_file(const std::string& path, std::string& text, std::string& why);
+
 // Reads and validates a configuration file.
 LoadResult load_file(const std::string& path);
 
