@@ -22,6 +22,7 @@
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/reactor.h"
 #include "generations.h"
+#include "pool_metrics.h"
 #include "notify.h"
 
 namespace floodgate::app {
@@ -96,7 +97,7 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
 bool same_policy(const UpstreamParams& a, const UpstreamParams& b) {
   return a.balance == b.balance && a.connect_timeout == b.connect_timeout &&
          a.response_timeout == b.response_timeout && a.keepalive == b.keepalive &&
-         a.keepalive_timeout == b.keepalive_timeout;
+         a.keepalive_timeout == b.keepalive_timeout && a.resilience == b.resilience;
 }
 
 // What activating `next` would change against `active` (POST /config/preview).
@@ -627,6 +628,7 @@ class Process {
     for (auto& r : reactors_) shards.push_back(&r->metrics());
     render_prometheus(shards, gens_.pool_names(), out);
     PrometheusWriter w(out);
+    render_pool_metrics(w, *serving_, shards);
     w.header("floodgate_access_log_dropped_total",
              "Access log lines dropped because the log queue was full.", MetricType::counter);
     w.sample("floodgate_access_log_dropped_total", {}, access_log_.dropped());

@@ -2,8 +2,11 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
+
+#include "floodgate/http/rewrite.h"
 
 namespace floodgate::app {
 
@@ -78,6 +81,16 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
       up->weights.push_back(entry.weight);
       up->backends.push_back(std::move(b));
     }
+    std::shared_ptr<proxy::Pool>& pool = pools_[up->params.name];
+    if (!pool) pool = std::make_shared<proxy::Pool>();
+    up->pool = pool;
+    up->policy = policy_of(up->params.resilience);
+    for (std::size_t r = 0; r < kPoolRejections.size(); ++r) {
+      for (int close = 0; close < 2; ++close) {
+        up->rejections[r][static_cast<std::size_t>(close)] = http::build_generated_response(
+            kPoolRejections[r], close == 1, up->policy.retry_after_seconds);
+      }
+    }
     up->per_reactor = std::make_unique<proxy::Upstream::PerReactor[]>(reactors_);
     for (unsigned r = 0; r < reactors_; ++r) {
       const uint64_t seed = (uint64_t{rd()} << 32) ^ rd();
@@ -104,12 +117,33 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
 void Generations::activate(Entry e) {
   previous_ = std::move(active_);
   active_ = std::move(e);
+  apply_limits();
 }
 
 bool Generations::rollback() {
   if (!previous_.snapshot) return false;
   std::swap(active_, previous_);
+  apply_limits();
   return true;
+}
+
+// Admission is an entry control: the new limits apply to every request from now on, whatever
+// generation it started on (a lowered limit lets active fall as requests end; a raised one
+// grants parked waiters at once, on this thread, which posts them to their reactors).
+void Generations::apply_limits() {
+  for (const auto& up : active_.snapshot->upstreams)
+    up->pool->admission.set_limits(up->policy.limits);
+}
+
+proxy::Policy policy_of(const ResilienceParams& r) {
+  proxy::Policy p;
+  p.limits = AdmissionLimits{r.max_active_requests, r.max_pending_requests};
+  p.max_active_per_backend = r.max_active_per_backend;
+  p.pending_timeout = r.pending_timeout;
+  // Retry-After is in whole seconds (RFC 9110 section 10.2.3): rounded up, at least 1.
+  const auto seconds = (r.retry_after.count() + 999) / 1000;
+  p.retry_after_seconds = static_cast<uint32_t>(std::max<int64_t>(1, seconds));
+  return p;
 }
 
 }  // namespace floodgate::app

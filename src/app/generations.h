@@ -5,7 +5,8 @@
 // time it was loaded. Generations builds them so that pools keep their identity by name: a
 // pool name gets a stable id (its metrics and route slot) the first time it appears, and a
 // backend address of a pool keeps its Backend object (in-flight count, idle connections) for as
-// long as some generation lists it.
+// long as some generation lists it, and a pool name keeps its admission state (proxy::Pool)
+// for the process's life; activating a generation sets each of its pools' limits.
 //
 // It keeps the active generation and the one before it (for rollback), each with the
 // configuration it came from (for previews).
@@ -29,6 +30,9 @@ namespace floodgate::app {
 std::string sha256_hex(std::string_view text);
 
 boost::asio::ip::tcp::endpoint to_tcp(const Endpoint& e);
+
+// A pool's [upstreams.resilience] resolved to the scalars the request path reads.
+proxy::Policy policy_of(const ResilienceParams& r);
 
 class Generations {
  public:
@@ -55,6 +59,7 @@ class Generations {
 
  private:
   uint32_t pool_id(const std::string& name);
+  void apply_limits();
 
   unsigned reactors_;
   uint64_t next_number_ = 1;
@@ -62,6 +67,9 @@ class Generations {
   std::vector<std::string> names_;
   // (pool name, address as written) -> its Backend while some generation holds it.
   std::map<std::pair<std::string, std::string>, std::weak_ptr<proxy::Backend>> backends_;
+  // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
+  // removed and added back finds its counters (and any request still on it) where it left them.
+  std::unordered_map<std::string, std::shared_ptr<proxy::Pool>> pools_;
   Entry active_;
   Entry previous_;
 };

@@ -67,12 +67,38 @@ void warn_shadowed_routes(const Config& c, const DocumentMarks& marks, Collector
   }
 }
 
+// After server.retirement_grace the retirement hook rejects every request still parked in an
+// admission queue of the old generation (generation_retired), so a longer pending_timeout
+// promises a wait that a reload can cut short.
+void check_pending_timeouts(const Config& c, const DocumentMarks& marks, Collector& out) {
+  if (!marks.retirement_grace_ok) {
+    return;
+  }
+  const std::string grace = quoted(format_duration(c.server.retirement_grace));
+  for (size_t i = 0; i < c.upstreams.size(); ++i) {
+    const std::chrono::milliseconds timeout = c.upstreams[i].resilience.pending_timeout;
+    const DocumentMarks::Upstream& mark = marks.upstreams[i];
+    if (!mark.pending_timeout_at || timeout <= c.server.retirement_grace) {
+      continue;
+    }
+    out.error(*mark.pending_timeout_at,
+              "upstreams[" + std::to_string(mark.index) + "].resilience.pending_timeout",
+              "pending_timeout = " + quoted(format_duration(timeout)) +
+                  " is longer than server.retirement_grace = " + grace +
+                  ": a request that waits through a reload is rejected with generation_retired "
+                  "once retirement_grace has passed, whatever its pending_timeout; set "
+                  "pending_timeout to at most " +
+                  grace + " or raise server.retirement_grace");
+  }
+}
+
 }  // namespace
 
 void check_document(const Config& c, const DocumentMarks& marks, Collector& out) {
   check_admin_port(c, marks, out);
   check_admin_exposure(c, marks, out);
   warn_shadowed_routes(c, marks, out);
+  check_pending_timeouts(c, marks, out);
 }
 
 }  // namespace floodgate::config::detail

@@ -1,7 +1,8 @@
 // Rules that relate keys of different tables (the admin listener against the data-plane
-// listeners and admin.token; one route against the others). They run once every table has been
-// read, over the values that were valid, and add their errors and warnings to the same
-// Collector, so that one pass still reports everything. Main thread only.
+// listeners and admin.token; one route against the others; a pool's pending_timeout against
+// server.retirement_grace). They run once every table has been read, over the values that were
+// valid, and add their errors and warnings to the same Collector, so that one pass still
+// reports everything. Main thread only.
 #pragma once
 
 #include <optional>
@@ -21,6 +22,13 @@ struct DocumentMarks {
   Position server_listen_at;
   std::optional<Position> admin_listen_at;
   bool token_given = false;  // admin.token is written, valid or not
+  bool retirement_grace_ok = true;
+
+  struct Upstream {
+    size_t index = 0;                            // i of upstreams[i] in the file
+    std::optional<Position> pending_timeout_at;  // when resilience.pending_timeout is valid
+  };
+  std::vector<Upstream> upstreams;  // parallel to Config::upstreams, including the ones with errors
 
   struct Route {
     size_t index = 0;  // i of routes[i] in the file

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
 #include "rules.h"
 #include "table_reader.h"
 #include "values.h"
@@ -54,9 +55,10 @@ constexpr std::string_view kServer = "[server]";
 constexpr std::string_view kUpstream = "an [[upstreams]] entry";
 constexpr std::string_view kRoute = "a [[routes]] entry";
 constexpr std::string_view kLog = "[log]";
+constexpr std::string_view kResilience = "[upstreams.resilience]";
 constexpr std::string_view kServerEntry =
     R"(a server entry, e.g. servers = [{ address = "127.0.0.1:9000", weight = 2 }])";
-constexpr std::array<KeyHome, 24> kKeyHomes{{
+constexpr std::array<KeyHome, 29> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"max_header_bytes", kServer},
@@ -77,6 +79,11 @@ constexpr std::array<KeyHome, 24> kKeyHomes{{
     {"response_timeout", kUpstream},
     {"keepalive", kUpstream},
     {"keepalive_timeout", kUpstream},
+    {"max_active_requests", kResilience},
+    {"max_active_per_backend", kResilience},
+    {"max_pending_requests", kResilience},
+    {"pending_timeout", kResilience},
+    {"retry_after", kResilience},
     {"address", kServerEntry},
     {"weight", kServerEntry},
     {"host", kRoute},
@@ -114,7 +121,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
   r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
-  r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
+  marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
 }
 
 void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {
@@ -233,7 +240,65 @@ void warn_ignored_weights(TableReader& r, const UpstreamParams& u) {
   }
 }
 
-void read_upstream(TableReader& r, UpstreamParams& u, Names& names) {
+// Each waiter is a parked request holding its client connection (and its buffers) while it
+// waits, so the queue needs a bound like every other queue. A million waiters is far more than
+// any pool should park, yet still a bound.
+constexpr int64_t kMaxPendingRequests = 1'000'000;
+
+// The rules between the keys of one [upstreams.resilience]. A value that had an error keeps
+// its default, which must not be mistaken for what the operator wrote: hence the `*_ok`.
+void check_resilience(TableReader& r, const ResilienceParams& p, bool active_ok, bool timeout_ok,
+                      size_t servers) {
+  const std::string pending = "max_pending_requests = " + std::to_string(p.max_pending_requests);
+  if (p.max_pending_requests > 0 && active_ok && p.max_active_requests == 0) {
+    r.error("max_pending_requests",
+            pending + " needs a limit to queue behind, but max_active_requests is 0 (unlimited), " +
+                "so no request ever waits; set max_active_requests, e.g. max_active_requests " +
+                "= 100, or remove max_pending_requests");
+  } else if (p.max_pending_requests > 0 && timeout_ok && p.pending_timeout.count() == 0) {
+    r.warning("max_pending_requests",
+              pending + " with pending_timeout = \"0s\": a waiter is bounded only by its " +
+                  "client going away and by retirement; set pending_timeout, e.g. " +
+                  "pending_timeout = \"5s\"");
+  }
+  const uint64_t per_backend = p.max_active_per_backend;
+  const uint64_t active = p.max_active_requests;
+  if (per_backend > 0 && active > 0 && servers > 0 && per_backend * servers < active) {
+    const uint64_t reachable = per_backend * servers;
+    r.warning("max_active_per_backend",
+              "max_active_per_backend = " + std::to_string(per_backend) + " times " +
+                  std::to_string(servers) + (servers == 1 ? " server" : " servers") +
+                  " admits at most " + std::to_string(reachable) +
+                  " active requests, fewer than max_active_requests = " + std::to_string(active) +
+                  ", so the pool limit is never reached: requests get 503 no_eligible_backend " +
+                  "instead of queueing while the pool has room; raise max_active_per_backend to " +
+                  std::to_string((active + servers - 1) / servers) +
+                  " or lower max_active_requests to " + std::to_string(reachable));
+  }
+}
+
+// [upstreams.resilience]: the pool's admission policy (upstream/admission.h). `servers` is the
+// pool's server count, 0 when the servers had errors.
+void read_resilience(TableReader& r, ResilienceParams& p, size_t servers,
+                     DocumentMarks::Upstream& mark) {
+  constexpr int64_t kMaxActive = Admission::kMaxActive;
+  const bool active_ok = r.integer("max_active_requests", 0, kMaxActive, p.max_active_requests);
+  r.integer("max_active_per_backend", 0, kMaxActive, p.max_active_per_backend);
+  r.integer("max_pending_requests", 0, kMaxPendingRequests, p.max_pending_requests);
+  const bool timeout_ok = r.duration("pending_timeout", Zero::allowed, p.pending_timeout);
+  if (timeout_ok && r.find("pending_timeout")) {
+    mark.pending_timeout_at = r.position("pending_timeout");
+  }
+  // Retry-After goes out in whole seconds, rounded up, so every rejection tells the client to
+  // wait at least 1s; "0s" would invite the immediate retry that admission control sheds.
+  r.duration("retry_after", Zero::rejected, p.retry_after);
+  check_resilience(r, p, active_ok, timeout_ok, servers);
+}
+
+void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMarks& marks,
+                   size_t index) {
+  DocumentMarks::Upstream& mark = marks.upstreams.emplace_back();
+  mark.index = index;
   read_name(r, u, names);
   read_servers(r, u.servers);
   r.choice("balance", kBalances, u.balance);
@@ -241,13 +306,16 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names) {
   r.duration("response_timeout", Zero::rejected, u.response_timeout);
   r.integer("keepalive", 0, 100'000, u.keepalive);
   r.duration("keepalive_timeout", Zero::rejected, u.keepalive_timeout);
+  r.table("resilience", std::string(kResilience),
+          [&](TableReader& t) { read_resilience(t, u.resilience, u.servers.size(), mark); });
   warn_ignored_weights(r, u);
 }
 
 // Admission limits belong to a pool: every route to the pool shares them. Until route-scoped
 // resilience keys exist, [routes.resilience] holds nothing else, so its other keys are unknown.
-constexpr std::array<std::string_view, 4> kPoolScoped{
-    "max_active_requests", "max_active_per_backend", "max_pending_requests", "pending_timeout"};
+constexpr std::array<std::string_view, 5> kPoolScoped{
+    "max_active_requests", "max_active_per_backend", "max_pending_requests", "pending_timeout",
+    "retry_after"};
 
 void reject_pool_scoped(TableReader& r, const RouteParams& p) {
   const std::string where =
@@ -306,7 +374,9 @@ Config map_document(const toml::table& root, Collector& out) {
   r.tables("upstreams", "[[upstreams]]",
            R"(at least one [[upstreams]] is required; add one with name = "app" and )"
            R"(servers = ["127.0.0.1:9000"])",
-           [&](TableReader& t, size_t) { read_upstream(t, c.upstreams.emplace_back(), names); });
+           [&](TableReader& t, size_t i) {
+             read_upstream(t, c.upstreams.emplace_back(), names, marks, i);
+           });
   r.tables(
       "routes", "[[routes]]",
       R"(at least one [[routes]] is required; add one with upstream = "app")",

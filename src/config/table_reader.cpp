@@ -296,7 +296,7 @@ bool TableReader::secret(std::string_view key, std::string_view example, TextPar
   return true;
 }
 
-const toml::table* TableReader::typed_table(std::string_view key) {
+const toml::table* TableReader::typed_table(std::string_view key, std::string_view title) {
   const toml::node* n = find(key);
   if (!n) {
     return nullptr;
@@ -304,7 +304,7 @@ const toml::table* TableReader::typed_table(std::string_view key) {
   if (const toml::table* t = n->as_table()) {
     return t;
   }
-  type_error(*out_, position(key), path(key), "a table", *n, "[" + std::string(key) + "]");
+  type_error(*out_, position(key), path(key), "a table", *n, title);
   return nullptr;
 }
 

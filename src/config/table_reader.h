@@ -104,10 +104,11 @@ class TableReader {
   // either.
   bool secret(std::string_view key, std::string_view example, TextParser check, std::string& out);
 
-  // Calls read(TableReader&) for the sub-table `key` when present; then finishes it.
+  // Calls read(TableReader&) for the sub-table `key` when present; then finishes it. `title`
+  // is its header ("[upstreams.resilience]"), the example of a type error.
   template <class F>
   void table(std::string_view key, std::string title, F&& read) {
-    if (const toml::table* t = typed_table(key)) {
+    if (const toml::table* t = typed_table(key, title)) {
       TableReader sub = child(*t, path(key), std::move(title));
       read(sub);
       sub.finish();
@@ -155,7 +156,7 @@ class TableReader {
   std::optional<size_t> checked_choice(std::string_view key, const toml::node& n,
                                        std::span<const std::string_view> names, size_t current);
   std::string unknown_key_message(const std::string& key) const;
-  const toml::table* typed_table(std::string_view key);
+  const toml::table* typed_table(std::string_view key, std::string_view title);
   const toml::array* tables_array(std::string_view key, std::string_view if_missing);
   const toml::table* element_table(const toml::array& items, std::string_view key, size_t i);
   bool add_endpoint(const toml::node& item, std::string path, PortRule rule,

@@ -285,20 +285,26 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
   return out.ok();
 }
 
+std::string build_generated_response(Reason reason, bool close, uint32_t retry_after_seconds) {
+  const ReasonInfo& ri = info(reason);
+  const std::string body = std::string(ri.name) + ": " + std::string(ri.body) + "\n";
+  std::string s = "HTTP/1.1 " + std::to_string(ri.status) + " " + std::string(ri.phrase) + "\r\n";
+  s += "Content-Type: text/plain; charset=utf-8\r\n";
+  s += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  if (retry_after_seconds != 0) s += "Retry-After: " + std::to_string(retry_after_seconds) + "\r\n";
+  s += "X-Floodgate-Reason: " + std::string(ri.name) + "\r\n";
+  s += close ? "Connection: close\r\n\r\n" : "\r\n";
+  s += body;
+  return s;
+}
+
 std::string_view generated_response(Reason reason, bool close) {
   static const std::array<std::string, 2 * kReasonCount> table = [] {
     std::array<std::string, 2 * kReasonCount> t;
     for (std::size_t r = 1; r < kReasonCount; ++r) {
-      const ReasonInfo& ri = kReasons[r];
-      const std::string body = std::string(ri.name) + ": " + std::string(ri.body) + "\n";
       for (int c = 0; c < 2; ++c) {
-        std::string& s = t[2 * r + static_cast<std::size_t>(c)];
-        s = "HTTP/1.1 " + std::to_string(ri.status) + " " + std::string(ri.phrase) + "\r\n";
-        s += "Content-Type: text/plain; charset=utf-8\r\n";
-        s += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-        s += "X-Floodgate-Reason: " + std::string(ri.name) + "\r\n";
-        s += c == 1 ? "Connection: close\r\n\r\n" : "\r\n";
-        s += body;
+        t[2 * r + static_cast<std::size_t>(c)] =
+            build_generated_response(static_cast<Reason>(r), c == 1, 0);
       }
     }
     return t;

@@ -19,19 +19,32 @@ constexpr std::size_t kFramingSlack = 64;
 
 void Session::select_backend() {
   const Upstream& up = *up_;
+  const uint32_t cap = up.policy.max_active_per_backend;
   Balancer& balancer = *up.per_reactor[reactor_.index()].balancer;
-  const auto pick = balancer.pick(
-      [&up](std::size_t i) { return up.backends[i]->load.active.load(std::memory_order_relaxed); },
-      [](std::size_t) { return true; });
-  if (!pick) return respond(Reason::upstream_connect_failed);
-  backend_ = static_cast<int32_t>(*pick);
-  in_flight_ = InFlight(up.backends[*pick]->load);
-  if (Ref<BackendConn> idle = reactor_.take_idle(*up.backends[*pick])) {
-    conn_ = std::move(idle);
-    conn_->owner = Ref<Session>(this);
-    return send_request_head();
+  const auto active = [&up](std::size_t i) {
+    return up.backends[i]->load.active.load(std::memory_order_relaxed);
+  };
+  // max_active_per_backend is a selection filter, not a second queue. Between the pick and
+  // the compare-and-swap another reactor can take a backend's last slot: pick again, at most
+  // once per backend.
+  const auto below_cap = [&](std::size_t i) { return cap == 0 || active(i) < cap; };
+  for (std::size_t tries = 0; tries <= up.backends.size(); ++tries) {
+    const auto pick = balancer.pick(active, below_cap);
+    if (!pick) break;
+    InFlight entered = InFlight::enter_below(up.backends[*pick]->load, cap);
+    if (!entered) continue;
+    backend_ = static_cast<int32_t>(*pick);
+    in_flight_ = std::move(entered);
+    if (Ref<BackendConn> idle = reactor_.take_idle(*up.backends[*pick])) {
+      conn_ = std::move(idle);
+      conn_->owner = Ref<Session>(this);
+      return send_request_head();
+    }
+    return connect_backend(static_cast<uint32_t>(*pick));
   }
-  connect_backend(static_cast<uint32_t>(*pick));
+  // Every backend is at its cap; the pool slot goes back at once.
+  if (cap != 0) return reject(Reason::no_eligible_backend);
+  respond(Reason::upstream_connect_failed);
 }
 
 void Session::connect_backend(uint32_t backend) {
@@ -226,7 +239,8 @@ void Session::on_interim_response() {
 void Session::on_response_head(bool message_done) {
   const http::Parser& rp = conn_->parser;
   // An upgrade the backend declined leaves the client connection in an unknown state.
-  const bool keep = facts_.keep_alive && !facts_.upgrade;
+  // A draining reactor closes the connection after this response: say so.
+  const bool keep = facts_.keep_alive && !facts_.upgrade && !reactor_.draining();
   plan_ = http::plan_response(rp, head_request_, parser_.http_minor(), keep);
   status_ = rp.status();
   if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
@@ -380,6 +394,7 @@ void Session::release_backend(bool reusable) {
 
 void Session::on_backend_timeout() {
   Ref<Session> keep(this);
+  if (phase_ == Phase::queued) return leave_queue(Reason::pending_timeout, CancelReason::timed_out);
   if (connecting_) return fail_backend(Reason::upstream_connect_timeout);
   if (!response_head_) return fail_backend(Reason::upstream_timeout);
   if (up_ != nullptr) reactor_.metrics().timeout(up_->id);

@@ -78,6 +78,32 @@ void Poller::wake() {
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
 }
 
+void Poller::send(RemoteTask& task) noexcept {
+  RemoteTask* head = inbox_.load(std::memory_order_relaxed);
+  do {
+    task.next = head;
+  } while (!inbox_.compare_exchange_weak(head, &task, std::memory_order_release,
+                                         std::memory_order_relaxed));
+  if (head == nullptr) wake();  // else the wake-up of the first one is still pending
+}
+
+void Poller::run_inbox() {
+  if (inbox_.load(std::memory_order_relaxed) == nullptr) return;
+  RemoteTask* stack = inbox_.exchange(nullptr, std::memory_order_acquire);
+  RemoteTask* fifo = nullptr;
+  while (stack != nullptr) {  // reverse: oldest first
+    RemoteTask* next = stack->next;
+    stack->next = fifo;
+    fifo = stack;
+    stack = next;
+  }
+  while (fifo != nullptr) {
+    RemoteTask* next = fifo->next;  // read first: running the task may end its owner
+    fifo->run(*fifo);
+    fifo = next;
+  }
+}
+
 void Poller::stop() {
   stopped_ = true;
   work_.reset();
@@ -87,6 +113,7 @@ void Poller::run() {
   std::array<epoll_event, kBatch>& events = batch();
   while (!stopped_) {
     io_.poll();  // work posted from other threads; no system call (no I/O objects)
+    run_inbox();
     run_ready();
     if (stopped_) break;
     // Block only when nothing is ready; the tick timer bounds the wait anyway.
@@ -99,6 +126,7 @@ void Poller::run() {
     run_ready();
   }
   io_.poll();  // what was posted before stop() still runs (it may hold references)
+  run_inbox();
 }
 
 void Poller::dispatch(int n) {

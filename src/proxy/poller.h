@@ -23,6 +23,7 @@
 // Thread-safety: wake() from any thread; everything else on the reactor thread.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
@@ -49,6 +50,17 @@ class PollTarget {
   bool queued_ = false;
 };
 
+// Work handed to a reactor by another thread without allocating: an intrusive node the sender
+// owns (in floodgate, the admission grant of a parked request, embedded in its Session). The
+// poller runs `run(task)` on its thread on the next turn. A node is in at most one inbox at a
+// time and must stay alive until it has run.
+struct RemoteTask {
+  using Run = void (*)(RemoteTask& task);
+  explicit RemoteTask(Run run) noexcept : run(run) {}
+  const Run run;
+  RemoteTask* next = nullptr;  // written by the sender before it publishes the node
+};
+
 class Poller {
  public:
   explicit Poller(boost::asio::io_context& io);
@@ -68,6 +80,12 @@ class Poller {
   void stop();
   // Makes run() look at the io_context now (any thread).
   void wake();
+  // Queues `task` to run on the reactor thread (any thread; lock-free, allocation-free). Wakes
+  // the loop only when the inbox was empty, so a burst of grants costs one eventfd write.
+  void send(RemoteTask& task) noexcept;
+  // Runs what send() queued, oldest first (reactor thread). run() calls it every turn; the
+  // reactor calls it once more while it shuts down.
+  void run_inbox();
 
  private:
   void dispatch(int n);
@@ -77,6 +95,9 @@ class Poller {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  // A Treiber stack of RemoteTasks, newest first: senders push with a compare-and-swap, the
+  // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
+  std::atomic<RemoteTask*> inbox_{nullptr};
   PollTarget* ready_head_ = nullptr;
   PollTarget* ready_tail_ = nullptr;
   bool stopped_ = false;

@@ -20,7 +20,9 @@ Session::Session(Reactor& reactor, int fd, const sockaddr* peer)
     : reactor_(reactor),
       client_(reactor.poller(), *this),
       client_timer_([](void* s) { static_cast<Session*>(s)->on_client_timeout(); }, this),
-      backend_timer_([](void* s) { static_cast<Session*>(s)->on_backend_timeout(); }, this) {
+      backend_timer_([](void* s) { static_cast<Session*>(s)->on_backend_timeout(); }, this),
+      handoff_(*this, reactor.poller()),
+      waiter_(&Session::on_admission_complete, &handoff_) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   const void* addr = nullptr;
@@ -105,6 +107,8 @@ void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) 
       return parse_head();
     case Phase::forwarding:
       return pump_request_body();
+    case Phase::queued:
+      return watch_client_while_queued();
     default:
       return;
   }
@@ -175,8 +179,7 @@ void Session::on_head() {
   const Route* route = snap.routes.match(facts_.host, facts_.path);
   if (route == nullptr) return respond(Reason::no_route);
   up_ = &snap.upstream(route->upstream);
-  phase_ = Phase::forwarding;
-  select_backend();
+  admit();
 }
 
 void Session::respond(Reason reason) {
@@ -187,7 +190,9 @@ void Session::respond(Reason reason) {
   // The unread rest of a rejected request cannot be told apart from a next request: close.
   const bool close = http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ ||
                      reactor_.draining();
-  std::string_view bytes = http::generated_response(reason, close);
+  const bool pool_reason = pool_rejection_index(reason) < kPoolRejections.size();
+  std::string_view bytes = pool_reason && up_ != nullptr ? up_->rejection(reason, close)
+                                                         : http::generated_response(reason, close);
   if (head_request_) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
   phase_ = Phase::generated;
   client_writing_ = true;
@@ -214,6 +219,7 @@ void Session::finish_request(bool close_client) {
   if (phase_ == Phase::idle || phase_ == Phase::closing) return;
   log_request();
   if (conn_) release_backend(false);
+  permit_.release();  // the pool slot, after the backend's (sum of backends <= pool)
   up_ = nullptr;
   gen_ = Ref<ReactorGeneration>();  // the request is over; its generation may retire
   reactor_.response_buffers().release(std::exchange(bin_, nullptr));
@@ -291,6 +297,7 @@ void Session::on_client_timeout() {
       return respond(Reason::header_timeout);
     case Phase::tunnel:      // no traffic either way for idle_timeout
     case Phase::forwarding:  // the client stalled sending its body or reading the response
+    case Phase::queued:      // (not armed while queued; the pending timeout is the backend timer)
     case Phase::closing:
     case Phase::generated:
       return close();
@@ -311,6 +318,12 @@ bool Session::force_close() {
 
 void Session::on_generation_retired(uint64_t retired, const Snapshot& current) {
   if (!gen_ || gen_->snapshot->generation != retired || up_ == nullptr) return;
+  if (phase_ == Phase::queued) {
+    // A waiter never outlives its generation's grace: wake it and turn it away, whether or not
+    // its pool lives on (it would otherwise be admitted onto a configuration that is gone).
+    const Ref<Session> keep(this);
+    return leave_queue(Reason::generation_retired, CancelReason::retired);
+  }
   // A pool that lives on by name belongs to the current generation too: its requests (long
   // downloads, tunnels) carry on. Only a request whose pool was removed is ended.
   if (up_->id < current.by_id.size() && current.by_id[up_->id] != nullptr) return;
@@ -321,13 +334,23 @@ void Session::on_generation_retired(uint64_t retired, const Snapshot& current) {
 void Session::close() {
   if (closed_) return;
   closed_ = true;
-  if (phase_ == Phase::forwarding || phase_ == Phase::tunnel || phase_ == Phase::generated) {
+  const bool queued = phase_ == Phase::queued;
+  if (phase_ == Phase::forwarding || phase_ == Phase::tunnel || phase_ == Phase::generated ||
+      queued) {
     log_request();  // cut short: logged with the status it had (0 = no response was sent)
   }
   phase_ = Phase::closing;
   client_timer_.cancel();
   backend_timer_.cancel();
+  if (queued) {  // the client went away while waiting for a slot
+    reactor_.metrics().pool_abandoned(up_->id);
+    reactor_.metrics().pool_queue_wait(up_->id, std::chrono::steady_clock::now() - queued_at_);
+    if (waiter_.cancel(CancelReason::client_gone)) {
+      parked_ = Ref<Session>();  // self_ still holds the session
+    }  // else the completion is on its way: on_admission() drops what it brings
+  }
   release_backend(false);  // an exchange in progress is abandoned, never pooled
+  permit_.release();
   client_.close();
   const Ref<Session> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the session.

@@ -1,6 +1,6 @@
 // A client connection and the request in progress on it: the request pipeline
-//   accept -> read head -> parse -> route -> [resilience stages, later] -> select backend ->
-//   forward request -> stream response -> log
+//   accept -> read head -> parse -> route -> [resilience stages, later] -> admit (pool) ->
+//   select backend -> forward request -> stream response -> log
 // as explicit steps. Each async step is a do_x() that starts an operation and an on_x() that
 // handles its completion (Boost.Beast style). docs/architecture.md describes the pipeline.
 //
@@ -29,6 +29,7 @@
 #include "floodgate/http/writer.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/routing/route_table.h"
+#include "floodgate/upstream/admission.h"
 #include "floodgate/upstream/backend_load.h"
 #include "stream.h"
 
@@ -56,7 +57,8 @@ class Session final : public RefCounted<Session> {
   Session* list_next = nullptr;
 
  private:
-  enum class Phase { idle, head, forwarding, generated, tunnel, closing };
+  // queued: routed, waiting in its pool's admission queue (no backend yet).
+  enum class Phase { idle, head, queued, forwarding, generated, tunnel, closing };
 
   // -- client side (session.cpp)
   void do_client_read();
@@ -65,6 +67,8 @@ class Session final : public RefCounted<Session> {
   void parse_head();
   void on_head();
   void respond(Reason reason);
+  // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
+  void reject(Reason reason);
   void on_generated_written(const boost::system::error_code& ec, bool close);
   void finish_request(bool close_client);
   void log_request();
@@ -72,6 +76,15 @@ class Session final : public RefCounted<Session> {
   void linger_close();
   void on_client_timeout();
   void arm_client_timer(std::chrono::milliseconds d);
+
+  // -- pool admission (admit.cpp)
+  void admit();
+  void park();
+  void leave_queue(Reason reason, CancelReason cancel);
+  void on_admission(AdmitStatus status);
+  void watch_client_while_queued();
+  static void on_admission_complete(void* context, AdmitStatus status) noexcept;
+  static void on_admission_handoff(RemoteTask& task);
 
   // -- backend side (forward.cpp)
   void select_backend();
@@ -123,6 +136,16 @@ class Session final : public RefCounted<Session> {
     Session& session_;
   };
 
+  // An admission grant (or rejection) on its way from the thread that decided it to this
+  // session's reactor, through the poller's inbox: no allocation, no lock.
+  struct AdmissionHandoff final : RemoteTask {
+    AdmissionHandoff(Session& s, Poller& p)
+        : RemoteTask(&Session::on_admission_handoff), session(s), poller(p) {}
+    Session& session;
+    Poller& poller;
+    AdmitStatus status = AdmitStatus::rejected;  // written by the sender before send()
+  };
+
   Reactor& reactor_;
   ClientStream client_;
   // An open connection holds itself: no pending operation holds a reference (stream.h).
@@ -164,6 +187,16 @@ class Session final : public RefCounted<Session> {
   Ref<ReactorGeneration> gen_;    // the generation the request runs on (pinned)
   const Upstream* up_ = nullptr;  // its pool, once routed (part of gen_)
   Ref<BackendConn> conn_;
+  // Pool admission. The permit is the request's pool slot, held from admission to the end of
+  // the request (tunnels included); parked_ holds the session while its waiter is queued or a
+  // completion is on its way; leave_reason_ is why the session gave up on a waiter whose
+  // completion was already on its way (it then drops the grant and answers with that reason).
+  AdmissionHandoff handoff_;
+  AdmissionWaiter waiter_;
+  Permit permit_;
+  Ref<Session> parked_;
+  Reason leave_reason_ = Reason::none;
+  std::chrono::steady_clock::time_point queued_at_{};
   InFlight in_flight_;    // this request's count in its backend's process-wide load
   int32_t backend_ = -1;  // index in the upstream, -1 before selection
   http::ResponsePlan plan_;

@@ -47,6 +47,8 @@ class Stream : public PollTarget {
   // Closes the socket (it leaves the epoll set) and drops pending operations.
   void close();
   void drop_pending();
+  // Drops a pending read (no bytes are lost: a read takes data only when it completes).
+  void cancel_read() { read_ = ReadOp{}; }
   bool is_open() const { return fd_ >= 0; }
   int native_handle() const { return fd_; }
   // True when nothing unread is waiting (costs a syscall only when readiness was reported

@@ -153,13 +153,16 @@ class Observability(FloodgateTestCase):
 
 class HeapAllocationsBase:
     LOG = {}
+    POOL = {}
+    WORKERS = 1
 
     @classmethod
     def setUpClass(cls):
         cls.backend = Backend("app-0").start()
         cls.backends = [cls.backend]
-        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
-                                     routes=[route("app", host="app.test")], log=cls.LOG)
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend], **cls.POOL)],
+                                     routes=[route("app", host="app.test")], log=cls.LOG,
+                                     workers=cls.WORKERS)
 
     def test_keep_alive_requests_make_no_heap_allocation_on_reactor_threads(self):
         """Connections allocate once; requests on them (GET and POST, concurrently) never."""
@@ -220,6 +223,20 @@ class HeapAllocationsWithJsonAccessLog(HeapAllocationsBase, FloodgateTestCase):
 
 class HeapAllocationsWithCombinedAccessLog(HeapAllocationsBase, FloodgateTestCase):
     LOG = {"access_log_format": "combined"}
+
+
+class HeapAllocationsWithAdmissionQueue(HeapAllocationsBase, FloodgateTestCase):
+    """12 clients on a pool of 3 slots: requests park in the queue and are granted across the
+    two reactors, through the poller's inbox, without allocating."""
+    LOG = {"access_log": "off"}
+    POOL = {"resilience": {"max_active_requests": 3, "max_pending_requests": 64,
+                           "pending_timeout": "10s"}}
+    WORKERS = 2
+
+    def test_requests_waited_in_the_queue(self):
+        self.test_keep_alive_requests_make_no_heap_allocation_on_reactor_threads()
+        waited = self.fg.metrics().value("floodgate_pool_queue_wait_seconds_count", upstream="app")
+        self.assertGreater(waited, 0)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ class Shutdown(FloodgateTestCase):
         if self.fg is not None:
             self.fg.cleanup()
 
-    def start(self, **server):
-        self.fg = Floodgate([upstream("app", [self.backend])], server=server)
+    def start(self, pool=None, workers=1, **server):
+        self.fg = Floodgate([upstream("app", [self.backend], **(pool or {}))], server=server,
+                            workers=workers)
         try:
             self.fg.start()
         except BaseException:
@@ -113,6 +114,39 @@ class Shutdown(FloodgateTestCase):
         self.backend.release("cut-2")
         self.assertGreaterEqual(elapsed, 0.9)
         self.assertLess(elapsed, 10.0)
+
+    # Requests parked in a pool's admission queue are in progress too: a drain serves them as
+    # slots free; the drain deadline cuts them with the rest.
+    QUEUE = {"resilience": {"max_active_requests": 1, "max_pending_requests": 4}}
+
+    def parked(self, target):
+        c = self.fg.conn()
+        c.send(build_request("GET", target))
+        poll(lambda: self.fg.metrics().value("floodgate_pool_pending", upstream="app") == 1,
+             what="the request to wait in the queue")
+        return c
+
+    def test_sigterm_serves_a_request_waiting_in_the_admission_queue_then_exits_0(self):
+        self.start(pool=self.QUEUE, workers=2, drain_timeout="30s")
+        with self.hold("queue-drain") as first, self.parked("/echo?parked") as waiting:
+            self.fg.signal(signal.SIGTERM)
+            poll(lambda: refuses_connections(self.fg.port),
+                 what="the listener to stop accepting after SIGTERM")
+            self.backend.release("queue-drain")
+            self.assertEqual(first.read_response().status, 200)
+            r = waiting.read_response()
+            self.assertEqual(r.status, 200, r)
+            self.assertIn("close", r.connection_tokens())
+        self.assertExitsZero()
+
+    def test_drain_timeout_cuts_a_request_waiting_in_the_admission_queue(self):
+        self.start(pool=self.QUEUE, workers=2, drain_timeout="1s")
+        with self.hold("queue-cut") as first, self.parked("/echo?parked-cut") as waiting:
+            self.fg.signal(signal.SIGTERM)
+            self.assertExitsZero(timeout=20)
+            self.assertEqual(waiting.wait_closed(), b"")
+            self.assertNotIn(b"released", first.wait_closed())
+        self.backend.release("queue-cut")
 
 
 if __name__ == "__main__":

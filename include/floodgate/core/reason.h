@@ -22,6 +22,10 @@ enum class Reason : unsigned char {
   upstream_bad_response,
   upstream_connect_timeout,
   upstream_timeout,
+  proxy_overloaded,
+  pending_timeout,
+  generation_retired,
+  no_eligible_backend,
   count_  // number of reasons; keep last
 };
 
@@ -48,10 +52,31 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
     {"upstream_bad_response", 502, "Bad Gateway", "the backend sent a malformed response"},
     {"upstream_connect_timeout", 504, "Gateway Timeout", "timed out connecting to the backend"},
     {"upstream_timeout", 504, "Gateway Timeout", "the backend did not respond in time"},
+    {"proxy_overloaded", 503, "Service Unavailable",
+     "the upstream is at its concurrency limit and its queue is full"},
+    {"pending_timeout", 503, "Service Unavailable",
+     "waited the upstream's pending_timeout for a free slot"},
+    {"generation_retired", 503, "Service Unavailable",
+     "the configuration this request waited under was retired"},
+    {"no_eligible_backend", 503, "Service Unavailable",
+     "every backend of the upstream is at its max_active_per_backend"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {
   return kReasons[static_cast<std::size_t>(r)];
+}
+
+// A pool's admission rejections: 503s that carry the pool's Retry-After and count in
+// floodgate_pool_rejected_total{reason}.
+inline constexpr std::array<Reason, 4> kPoolRejections{
+    Reason::proxy_overloaded, Reason::pending_timeout, Reason::generation_retired,
+    Reason::no_eligible_backend};
+
+// The index of `r` in kPoolRejections, or kPoolRejections.size() when it is not one.
+constexpr std::size_t pool_rejection_index(Reason r) {
+  std::size_t i = 0;
+  while (i < kPoolRejections.size() && kPoolRejections[i] != r) ++i;
+  return i;
 }
 
 }  // namespace floodgate

@@ -73,6 +73,9 @@ inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
 // The complete response floodgate sends when it answers `reason` itself. Built once; the
 // returned view stays valid for the life of the process. `close` adds Connection: close.
 std::string_view generated_response(Reason reason, bool close);
+// The same response with `Retry-After: retry_after_seconds` (0 = no Retry-After), built anew:
+// for responses prebuilt per configuration generation (a pool's admission rejections).
+std::string build_generated_response(Reason reason, bool close, uint32_t retry_after_seconds);
 
 // Whether floodgate closes the client connection after answering `reason` itself.
 constexpr bool closes_connection(Reason r) {

@@ -66,6 +66,19 @@ struct ReactorMetrics {
   }
   // A connect timeout or a response timeout on `upstream` (each answered 504 or retried).
   void timeout(uint32_t upstream) noexcept { per_upstream(upstream).timeouts.add(); }
+  // Pool admission of `upstream`: a request got its slot (at once or after waiting); a request
+  // was turned away for `reason` (one of kPoolRejections); a request left the queue after
+  // waiting `wait` (granted, timed out, retired or abandoned); a waiting client went away.
+  void pool_admitted(uint32_t upstream) noexcept { per_upstream(upstream).admitted.add(); }
+  void pool_rejected(uint32_t upstream, Reason reason) noexcept {
+    const std::size_t i = pool_rejection_index(reason);
+    assert(i < kPoolRejections.size());
+    per_upstream(upstream).rejected[i].add();
+  }
+  void pool_queue_wait(uint32_t upstream, std::chrono::nanoseconds wait) noexcept {
+    per_upstream(upstream).queue_wait.observe(wait);
+  }
+  void pool_abandoned(uint32_t upstream) noexcept { per_upstream(upstream).abandoned.add(); }
 
   Gauge client_connections;  // open client connections: add(1) on accept, add(-1) on close
 
@@ -83,6 +96,19 @@ struct ReactorMetrics {
   const Counter& timeouts(uint32_t upstream) const noexcept {
     return upstreams_[upstream].timeouts;
   }
+  const Counter& pool_admitted(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].admitted;
+  }
+  // `index` into kPoolRejections.
+  const Counter& pool_rejected(uint32_t upstream, std::size_t index) const noexcept {
+    return upstreams_[upstream].rejected[index];
+  }
+  const Histogram& pool_queue_wait(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].queue_wait;
+  }
+  const Counter& pool_abandoned(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].abandoned;
+  }
   const Counter& responses_generated(Reason reason) const noexcept {
     return generated_[static_cast<std::size_t>(reason)];
   }
@@ -95,6 +121,10 @@ struct ReactorMetrics {
   struct Upstream {
     Counter connect_failures;
     Counter timeouts;
+    Counter admitted;
+    std::array<Counter, kPoolRejections.size()> rejected{};
+    Counter abandoned;
+    Histogram queue_wait;
   };
 
   Upstream& per_upstream(uint32_t upstream) noexcept {

@@ -12,6 +12,7 @@
 // in-flight count and pooled connections carry over (docs/architecture.md).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
@@ -19,11 +20,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "floodgate/core/reason.h"
 #include "floodgate/http/parser.h"
 #include "floodgate/proxy/params.h"
 #include "floodgate/routing/route_table.h"
+#include "floodgate/upstream/admission.h"
 #include "floodgate/upstream/backend_load.h"
 #include "floodgate/upstream/balancer.h"
 #include "floodgate/upstream/params.h"
@@ -56,6 +60,21 @@ struct Backend {
   std::unique_ptr<Idle[]> idle;                   // index = reactor
 };
 
+// A pool's admission state, long-lived like Backend: every generation whose pool has the same
+// name shares it, so requests in progress, parked waiters and the limit carry over a reload.
+// The active generation's policy sets its limits (app/generations.h) when it is activated.
+struct Pool {
+  Admission admission;
+};
+
+// A pool's admission policy in one generation, resolved to scalars: what the request path reads.
+struct Policy {
+  AdmissionLimits limits;                        // max_active_requests, max_pending_requests
+  uint32_t max_active_per_backend = 0;           // 0 = unlimited
+  std::chrono::milliseconds pending_timeout{0};  // 0 = none
+  uint32_t retry_after_seconds = 1;              // Retry-After of this pool's rejections (>= 1)
+};
+
 // A pool as one generation configures it: its policy and its backends (shared with other
 // generations, see Backend). Reactors keep their balancer state here, one entry each.
 struct Upstream {
@@ -68,6 +87,15 @@ struct Upstream {
   std::vector<std::shared_ptr<Backend>> backends;
   std::vector<uint32_t> weights;  // per backend, for the balancers
   std::unique_ptr<PerReactor[]> per_reactor;
+  std::shared_ptr<Pool> pool;  // shared by name with other generations
+  Policy policy;
+  // The generated responses for kPoolRejections, with Retry-After: [reason index][close].
+  std::array<std::array<std::string, 2>, kPoolRejections.size()> rejections;
+
+  // The prebuilt response for `reason` (one of kPoolRejections).
+  std::string_view rejection(Reason reason, bool close) const {
+    return rejections[pool_rejection_index(reason)][close ? 1 : 0];
+  }
 };
 
 // A generation: the immutable, fully resolved configuration a request runs on, with its

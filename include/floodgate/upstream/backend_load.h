@@ -35,6 +35,19 @@ class InFlight {
   explicit InFlight(BackendLoad& load) noexcept : load_(&load) {
     load.active.fetch_add(1, std::memory_order_relaxed);
   }
+  // Counts a request in only while the backend has fewer than `cap` in flight (0 = no cap):
+  // a compare-and-swap, so reactors racing for the last slot of a backend cannot overshoot
+  // its cap (max_active_per_backend). Empty when the backend is at its cap.
+  static InFlight enter_below(BackendLoad& load, uint32_t cap) noexcept {
+    if (cap == 0) return InFlight(load);
+    int64_t n = load.active.load(std::memory_order_relaxed);
+    while (n < static_cast<int64_t>(cap)) {
+      if (load.active.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
+        return InFlight(load, Counted{});
+      }
+    }
+    return InFlight();
+  }
   InFlight(InFlight&& other) noexcept : load_(std::exchange(other.load_, nullptr)) {}
   InFlight& operator=(InFlight&& other) noexcept {
     if (this != &other) {
@@ -57,6 +70,8 @@ class InFlight {
   explicit operator bool() const noexcept { return load_ != nullptr; }
 
  private:
+  struct Counted {};
+  InFlight(BackendLoad& load, Counted) noexcept : load_(&load) {}  // already counted in
   BackendLoad* load_ = nullptr;
 };
 

@@ -17,6 +17,17 @@ struct ServerEntry {
   uint32_t weight = 1;  // 1..1000; only round_robin uses it
 };
 
+// [upstreams.resilience]: the pool's admission policy (docs/configuration.md). The defaults
+// (all zero, retry_after 1s) admit everything at once, exactly as a pool without the table.
+struct ResilienceParams {
+  uint32_t max_active_requests = 0;     // 0 = unlimited
+  uint32_t max_active_per_backend = 0;  // 0 = unlimited
+  uint32_t max_pending_requests = 0;    // 0 = no queue: reject at once when the pool is full
+  std::chrono::milliseconds pending_timeout{0};  // 0 = bounded by the request's own life
+  std::chrono::milliseconds retry_after{1'000};  // sent as Retry-After (whole seconds, >= 1)
+  bool operator==(const ResilienceParams&) const = default;
+};
+
 struct UpstreamParams {
   std::string name;
   std::vector<ServerEntry> servers;
@@ -25,6 +36,7 @@ struct UpstreamParams {
   std::chrono::milliseconds response_timeout{30'000};  // request sent -> response head received
   uint32_t keepalive = 32;  // idle pooled connections per backend per reactor
   std::chrono::milliseconds keepalive_timeout{60'000};
+  ResilienceParams resilience;
 };
 
 }  // namespace floodgate

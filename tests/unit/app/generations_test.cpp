@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace floodgate::app {
 namespace {
@@ -120,6 +123,64 @@ TEST(Generations, RefusesMorePoolNamesThanTheMetricsSlotsSizedAtStart) {
   // Names seen before still work.
   const std::string again = config_named(7);
   EXPECT_NO_THROW((void)g.build(parse(again), again));
+}
+
+const std::string kLimited = R"(
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000", "127.0.0.1:9001"]
+[upstreams.resilience]
+max_active_requests = 8
+max_pending_requests = 4
+pending_timeout = "2s"
+max_active_per_backend = 5
+retry_after = "1500ms"
+[[routes]]
+upstream = "app"
+)";
+
+TEST(Generations, APoolKeepsItsAdmissionAcrossReloadsAndTakesTheActiveLimits) {
+  Generations g(1);
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  const std::shared_ptr<proxy::Pool> pool = g.active().snapshot->upstreams[0]->pool;
+  EXPECT_EQ(pool->admission.limit(), 0U);  // no [upstreams.resilience]: unlimited
+  g.activate(g.build(parse(kLimited), kLimited));
+  EXPECT_EQ(g.active().snapshot->upstreams[0]->pool, pool);
+  EXPECT_EQ(pool->admission.limit(), 8U);
+  EXPECT_EQ(pool->admission.max_pending(), 4U);
+  ASSERT_TRUE(g.rollback());
+  EXPECT_EQ(pool->admission.limit(), 0U);
+}
+
+TEST(Generations, ABuiltGenerationChangesNoLimitUntilItIsActivated) {
+  Generations g(1);
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  const auto next = g.build(parse(kLimited), kLimited);
+  EXPECT_EQ(next.snapshot->upstreams[0]->pool->admission.limit(), 0U);
+}
+
+TEST(Generations, ResolvesThePolicyAndPrebuildsRejectionsWithRetryAfterInWholeSeconds) {
+  Generations g(1);
+  const auto e = g.build(parse(kLimited), kLimited);
+  const proxy::Upstream& up = *e.snapshot->upstreams[0];
+  EXPECT_EQ(up.policy.max_active_per_backend, 5U);
+  EXPECT_EQ(up.policy.pending_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(up.policy.retry_after_seconds, 2U);  // 1.5s rounds up
+  const std::string_view keep = up.rejection(Reason::pending_timeout, false);
+  EXPECT_TRUE(keep.starts_with("HTTP/1.1 503 Service Unavailable\r\n")) << keep;
+  EXPECT_NE(keep.find("\r\nRetry-After: 2\r\n"), std::string_view::npos) << keep;
+  EXPECT_NE(keep.find("\r\nX-Floodgate-Reason: pending_timeout\r\n"), std::string_view::npos);
+  EXPECT_EQ(keep.find("Connection: close"), std::string_view::npos);
+  EXPECT_NE(up.rejection(Reason::proxy_overloaded, true).find("\r\nConnection: close\r\n"),
+            std::string_view::npos);
+}
+
+TEST(Generations, RetryAfterIsAtLeastOneSecond) {
+  ResilienceParams r;
+  r.retry_after = std::chrono::milliseconds(1);
+  EXPECT_EQ(policy_of(r).retry_after_seconds, 1U);
+  r.retry_after = std::chrono::seconds(30);
+  EXPECT_EQ(policy_of(r).retry_after_seconds, 30U);
 }
 
 }  // namespace

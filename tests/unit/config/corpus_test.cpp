@@ -86,6 +86,53 @@ upstream = "api"
      std::string(kMinimal) + "resilience = { max_active_per_backend = 8 }\n", Severity::error,
      "routes[0].resilience.max_active_per_backend", 7, 16,
      "max_active_per_backend is pool-scoped: set it under [upstreams.resilience]"},
+    {"retry_after_in_route", std::string(kMinimal) + "retry_after = \"2s\"\n", Severity::error,
+     "routes[0].retry_after", 7, 1,
+     "retry_after is pool-scoped: set it under [upstreams.resilience] of upstream 'app'"},
+    {"pool_scoped_key_in_upstream",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+max_pending_requests = 8
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].max_pending_requests", 4, 1,
+     "'max_pending_requests' belongs in [upstreams.resilience]"},
+    {"retry_after_zero",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[upstreams.resilience]
+retry_after = "0s"
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].resilience.retry_after", 5, 1, "must be greater than 0"},
+    {"queue_without_limit",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[upstreams.resilience]
+max_pending_requests = 8
+pending_timeout = "1s"
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].resilience.max_pending_requests", 5, 1,
+     "needs a limit to queue behind"},
+    {"pending_timeout_past_retirement_grace",
+     R"([server]
+retirement_grace = "5s"
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+resilience = { pending_timeout = "10s" }
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].resilience.pending_timeout", 6, 16,
+     "is longer than server.retirement_grace"},
     {"non_loopback_admin_without_token", before_minimal("[admin]\nlisten = \"0.0.0.0:9901\""),
      Severity::error, "admin.listen", 2, 1, "is not a loopback address and admin.token is not set"},
     {"non_loopback_ipv6_admin_without_token", before_minimal("[admin]\nlisten = \"[::]:9901\""),
@@ -108,6 +155,30 @@ upstream = "app"
 )",
      Severity::warning, "upstreams[0].servers[1].weight", 4, 60,
      "weight 3 is ignored by balance = \"p2c\""},
+    {"queue_without_pending_timeout",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[upstreams.resilience]
+max_active_requests = 10
+max_pending_requests = 8
+[[routes]]
+upstream = "app"
+)",
+     Severity::warning, "upstreams[0].resilience.max_pending_requests", 6, 1,
+     "set pending_timeout"},
+    {"per_backend_caps_below_pool_limit",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000", "127.0.0.1:9001"]
+[upstreams.resilience]
+max_active_requests = 100
+max_active_per_backend = 40
+[[routes]]
+upstream = "app"
+)",
+     Severity::warning, "upstreams[0].resilience.max_active_per_backend", 6, 1,
+     "the pool limit is never reached"},
 };
 
 class ConfigCorpus : public ::testing::TestWithParam<BadFile> {};

@@ -90,17 +90,20 @@ TEST(ConfigScope, ListsOnlyRealRouteKeysForATypo) {
             "mean 'host'?); expected one of: host, path_prefix, upstream");
 }
 
-// [upstreams.resilience] comes with admission control; until then these keys are unknown there.
-TEST(ConfigScope, StillRejectsPoolScopedKeysInAnUpstreamAsUnknown) {
+TEST(ConfigScope, TellsThatAPoolScopedKeyInAnUpstreamBelongsInItsResilienceTable) {
   const LoadResult r = load(
       "[[upstreams]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\nmax_active_requests = "
-      "1\n[upstreams.resilience]\nmax_pending_requests = 8\n[[routes]]\nupstream = \"app\"\n");
-  ASSERT_EQ(r.diagnostics.size(), 2u) << dump(r);
-  EXPECT_EQ(r.diagnostics[0].path, "upstreams[0].max_active_requests");
-  EXPECT_EQ(r.diagnostics[0].message.substr(0, 45),
-            "unknown key 'max_active_requests' in [[upstre");
-  EXPECT_EQ(r.diagnostics[1].path, "upstreams[0].resilience");
-  EXPECT_EQ(r.diagnostics[1].line, 5);
+      "1\n[upstreams.resilience]\nmax_active_requests = 8\n[[routes]]\nupstream = \"app\"\n");
+  EXPECT_EQ(only(r),
+            "test.toml:4:1: error: upstreams[0].max_active_requests: unknown key "
+            "'max_active_requests' in [[upstreams]]; 'max_active_requests' belongs in "
+            "[upstreams.resilience]");
+}
+
+TEST(ConfigScope, TellsWhereAPoolScopedKeyInAnotherTableBelongs) {
+  EXPECT_EQ(only(testing::load_with("[server]\npending_timeout = \"1s\"")),
+            "test.toml:2:1: error: server.pending_timeout: unknown key 'pending_timeout' in "
+            "[server]; 'pending_timeout' belongs in [upstreams.resilience]");
 }
 
 }  // namespace

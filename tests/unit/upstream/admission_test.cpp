@@ -5,6 +5,7 @@
 #include <array>
 #include <deque>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -117,6 +118,22 @@ TEST(Permit, AssigningOverAPermitReleasesItsOldSlot) {
   permit = std::move(admit_n(b, 1).front());
   EXPECT_EQ(a.active(), 0);
   EXPECT_EQ(b.active(), 1);
+}
+
+// The request path holds its slot in a Permit member: an exception anywhere in it unwinds
+// through the holder and frees the slot, once, to the next waiter.
+TEST(Permit, AnExceptionUnwindingThroughTheHolderHandsTheSlotOn) {
+  Admission admission({.max_active = 1, .max_pending = 1});
+  Parked next;
+  try {
+    Permit held = std::move(admit_n(admission, 1).front());
+    ASSERT_EQ(admission.admit(next.waiter).status, AdmitStatus::queued);
+    throw std::runtime_error("a failure mid-request");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_TRUE(next.granted());
+  EXPECT_EQ(admission.active(), 1);
+  EXPECT_TRUE(next.waiter.take_permit());
 }
 
 // --- handoff, FIFO, no barging ---

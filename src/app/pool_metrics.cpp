@@ -1,0 +1,93 @@
+#include "pool_metrics.h"
+
+#include <cstdint>
+
+namespace floodgate::app {
+namespace {
+
+using Shards = std::span<const ReactorMetrics* const>;
+
+template <class Get>
+uint64_t sum(Shards shards, Get get) {
+  uint64_t total = 0;
+  for (const ReactorMetrics* shard : shards) total += get(*shard);
+  return total;
+}
+
+}  // namespace
+
+void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
+  const auto& pools = serving.upstreams;
+  auto gauge = [&](std::string_view name, std::string_view help, auto value) {
+    w.header(name, help, MetricType::gauge);
+    for (const auto& up : pools) {
+      const Label labels[] = {{"upstream", up->params.name}};
+      w.sample(name, labels, value(*up));
+    }
+  };
+  gauge("floodgate_pool_active",
+        "Requests holding a slot of the pool (admitted and not finished), on all reactors.",
+        [](const proxy::Upstream& up) { return up.pool->admission.active(); });
+  gauge("floodgate_pool_pending", "Requests waiting in the pool's admission queue.",
+        [](const proxy::Upstream& up) { return up.pool->admission.pending(); });
+  gauge("floodgate_pool_limit", "The pool's max_active_requests (0 = unlimited).",
+        [](const proxy::Upstream& up) { return uint64_t{up.pool->admission.limit()}; });
+
+  constexpr std::string_view kAdmitted = "floodgate_pool_admitted_total";
+  w.header(kAdmitted, "Requests that got a slot of the pool, at once or after waiting.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kAdmitted, labels,
+             sum(shards, [&](const ReactorMetrics& m) { return m.pool_admitted(up->id).value(); }));
+  }
+
+  constexpr std::string_view kRejected = "floodgate_pool_rejected_total";
+  w.header(kRejected,
+           "Requests the pool turned away with 503, by X-Floodgate-Reason: proxy_overloaded, "
+           "pending_timeout, generation_retired, no_eligible_backend.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (std::size_t r = 0; r < kPoolRejections.size(); ++r) {
+      const Label labels[] = {{"upstream", up->params.name},
+                              {"reason", info(kPoolRejections[r]).name}};
+      w.sample(kRejected, labels, sum(shards, [&](const ReactorMetrics& m) {
+                 return m.pool_rejected(up->id, r).value();
+               }));
+    }
+  }
+
+  constexpr std::string_view kAbandoned = "floodgate_pool_queue_abandoned_total";
+  w.header(kAbandoned, "Clients that went away while their request waited in the pool's queue.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kAbandoned, labels, sum(shards, [&](const ReactorMetrics& m) {
+               return m.pool_abandoned(up->id).value();
+             }));
+  }
+
+  constexpr std::string_view kWait = "floodgate_pool_queue_wait_seconds";
+  w.header(kWait,
+           "Time requests spent in the pool's admission queue, observed when they left it "
+           "(granted, timed out, retired or abandoned).",
+           MetricType::histogram);
+  for (const auto& up : pools) {
+    HistogramTotals totals;
+    for (const ReactorMetrics* shard : shards) totals.add(shard->pool_queue_wait(up->id));
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.histogram(kWait, labels, totals);
+  }
+
+  constexpr std::string_view kBackend = "floodgate_backend_active";
+  w.header(kBackend, "Requests in flight on each backend of the pool, on all reactors.",
+           MetricType::gauge);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+      w.sample(kBackend, labels, b->load.active.load(std::memory_order_relaxed));
+    }
+  }
+}
+
+}  // namespace floodgate::app

@@ -1,0 +1,18 @@
+// The pool admission and per-backend families of /metrics (docs/metrics.md): gauges read from
+// each pool's shared Admission and Backend counts, counters and the queue-wait histogram
+// summed over the reactors' shards. Main thread (the admin listener), at scrape time.
+#pragma once
+
+#include <span>
+
+#include "floodgate/metrics/prometheus.h"
+#include "floodgate/metrics/reactor_metrics.h"
+#include "floodgate/proxy/snapshot.h"
+
+namespace floodgate::app {
+
+// The pools of `serving` (the generation every reactor runs), labelled by upstream name.
+void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
+                         std::span<const ReactorMetrics* const> shards);
+
+}  // namespace floodgate::app
