@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <system_error>
+#include <thread>
 
 namespace floodgate::proxy {
 
@@ -84,7 +85,10 @@ void Poller::send(RemoteTask& task) noexcept {
     task.next = head;
   } while (!inbox_.compare_exchange_weak(head, &task, std::memory_order_release,
                                          std::memory_order_relaxed));
-  if (head == nullptr) wake();  // else the wake-up of the first one is still pending
+  // The first task of an empty inbox wakes the loop; the others find a wake-up pending. A
+  // task sent by the loop's own thread (a request ending hands its slot to a waiter of the
+  // same reactor) needs none: the loop looks at the inbox before it waits again.
+  if (head == nullptr && std::this_thread::get_id() != owner_) wake();
 }
 
 void Poller::run_inbox() {
@@ -110,6 +114,7 @@ void Poller::stop() {
 }
 
 void Poller::run() {
+  owner_ = std::this_thread::get_id();
   std::array<epoll_event, kBatch>& events = batch();
   while (!stopped_) {
     io_.poll();  // work posted from other threads; no system call (no I/O objects)
@@ -117,7 +122,8 @@ void Poller::run() {
     run_ready();
     if (stopped_) break;
     // Block only when nothing is ready; the tick timer bounds the wait anyway.
-    const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, ready_head_ ? 0 : -1);
+    const bool more = ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr;
+    const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, more ? 0 : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw std::system_error(errno, std::generic_category(), "epoll_wait");

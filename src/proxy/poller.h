@@ -28,6 +28,7 @@
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <optional>
+#include <thread>
 
 namespace floodgate::proxy {
 
@@ -98,6 +99,7 @@ class Poller {
   // A Treiber stack of RemoteTasks, newest first: senders push with a compare-and-swap, the
   // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
   std::atomic<RemoteTask*> inbox_{nullptr};
+  std::thread::id owner_;  // the thread in run(); written before any task can be sent
   PollTarget* ready_head_ = nullptr;
   PollTarget* ready_tail_ = nullptr;
   bool stopped_ = false;

@@ -177,6 +177,23 @@ class PoolAdmission(AdmissionTestCase):
         self.wait_metric("floodgate_pool_active", 0, upstream="capped")
         self.assertEqual(self.fg.get("/y", host="capped.test").status, 200)
 
+    def test_a_backend_failure_frees_the_slot(self):
+        r = self.fg.get("/reset-before-response", host="capped.test")
+        self.assertGenerated(r, 502, "upstream_reset")
+        self.wait_metric("floodgate_pool_active", 0, upstream="capped")
+        held = [Held(self, self.capped, "cap-after-fault-%d" % i, "capped.test") for i in range(2)]
+        for h in held:  # both slots were free again
+            self.assertEqual(h.release().status, 200)
+
+    def test_a_client_that_goes_away_mid_request_frees_the_slot_when_the_backend_answers(self):
+        # The backend is still working on the request: its slot stays taken until it answers
+        # (docs/configuration.md), then it is freed exactly once.
+        gone = Held(self, self.capped, "cap-client-gone", "capped.test")
+        gone.conn.close()
+        self.assertEqual(self.metric("floodgate_pool_active", upstream="capped"), 1)
+        self.capped.release("cap-client-gone")
+        self.wait_metric("floodgate_pool_active", 0, upstream="capped")
+
     def test_the_pool_gauges_show_the_configured_limits(self):
         self.assertEqual(self.metric("floodgate_pool_limit", upstream="capped"), 2)
         self.assertEqual(self.metric("floodgate_pool_limit", upstream="per-backend"), 0)
