@@ -118,7 +118,7 @@ struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
 
   void route() {
     const std::string_view path = request.path;
-    if (path == "/config" || path.starts_with("/config/")) {
+    if (path == "/config" || path.starts_with("/config/") || path == "/status") {
       return handlers.control(request, [self = shared_from_this()](AdminServer::Response r) {
         self->respond(r.status, phrase(r.status), r.body, "", r.content_type);
       });

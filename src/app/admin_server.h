@@ -1,4 +1,5 @@
-// The admin listener: GET /healthz, GET /metrics (Prometheus text format) and the control API
+// The admin listener: GET /healthz, GET /metrics (Prometheus text format), GET /status (pools
+// and peers as JSON) and the control API
 // under /config (docs/operations.md), on the main thread's io_context, never on a reactor. One
 // request per connection (Connection: close); a body needs Content-Length; every read has a
 // deadline and a size bound.
@@ -28,8 +29,8 @@ class AdminServer {
   struct Handlers {
     std::function<void(std::string&)> metrics;  // appends the exposition text
     std::function<bool()> draining;
-    // Every path under /config. Answers by calling the reply function, at once or later (an
-    // activation answers once every reactor serves the new generation).
+    // Every path under /config, and /status. Answers by calling the reply function, at once or
+    // later (an activation answers once every reactor serves the new generation).
     std::function<void(const Request&, std::function<void(Response)>)> control;
   };
 

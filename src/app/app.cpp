@@ -18,12 +18,13 @@
 #include "admin_server.h"
 #include "floodgate/config/config.h"
 #include "floodgate/core/heap_count.h"
+#include "floodgate/health/checker.h"
 #include "floodgate/metrics/prometheus.h"
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/reactor.h"
 #include "generations.h"
-#include "pool_metrics.h"
 #include "notify.h"
+#include "pool_metrics.h"
 
 namespace floodgate::app {
 
@@ -97,7 +98,8 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
 bool same_policy(const UpstreamParams& a, const UpstreamParams& b) {
   return a.balance == b.balance && a.connect_timeout == b.connect_timeout &&
          a.response_timeout == b.response_timeout && a.keepalive == b.keepalive &&
-         a.keepalive_timeout == b.keepalive_timeout && a.resilience == b.resilience;
+         a.keepalive_timeout == b.keepalive_timeout && a.resilience == b.resilience &&
+         a.health == b.health;
 }
 
 // What activating `next` would change against `active` (POST /config/preview).
@@ -182,6 +184,55 @@ boost::json::object diff(const config::Config& active, const config::Config& nex
   };
 }
 
+// What the health task probes in `snap`: every peer of every pool (those of pools without
+// [upstreams.health] only to be marked up and unprobed).
+std::vector<health::Target> health_targets(const proxy::Snapshot& snap) {
+  std::vector<health::Target> targets;
+  for (const auto& up : snap.upstreams) {
+    for (const auto& b : up->backends) {
+      targets.push_back(health::Target{up->params.name, b->address.text, b->endpoint, b->health,
+                                       up->params.health});
+    }
+  }
+  return targets;
+}
+
+// GET /status: every pool of the serving generation with its admission figures and its peers'
+// health.
+boost::json::object status_json(const proxy::Snapshot& snap) {
+  namespace json = boost::json;
+  json::array pools;
+  for (const auto& up : snap.upstreams) {
+    json::array peers;
+    for (const auto& b : up->backends) {
+      const PeerHealth& h = *b->health;
+      const int last = h.last_result.load(std::memory_order_relaxed);
+      json::object peer{
+          {"address", b->address.text},
+          {"up", !h.down.load(std::memory_order_relaxed)},
+          {"checked", h.checked.load(std::memory_order_relaxed)},
+          {"active", b->load.active.load(std::memory_order_relaxed)},
+          {"success_streak", h.success_streak.load(std::memory_order_relaxed)},
+          {"failure_streak", h.failure_streak.load(std::memory_order_relaxed)},
+          {"last_probe", last < 0 ? json::value(nullptr)
+                                  : json::value(kProbeResultNames[static_cast<std::size_t>(last)])},
+      };
+      if (const int status = h.last_status.load(std::memory_order_relaxed); status != 0) {
+        peer["last_status"] = status;
+      }
+      peers.push_back(std::move(peer));
+    }
+    const Admission& a = up->pool->admission;
+    pools.push_back(json::object{{"name", up->params.name},
+                                 {"health_checks", up->params.health.has_value()},
+                                 {"active", a.active()},
+                                 {"pending", a.pending()},
+                                 {"limit", a.limit()},
+                                 {"peers", std::move(peers)}});
+  }
+  return json::object{{"generation", snap.generation}, {"pools", std::move(pools)}};
+}
+
 // Owns the running process: reactors, admin listener, signals, configuration generations and
 // the shutdown sequence. Main thread only.
 class Process {
@@ -223,6 +274,8 @@ class Process {
                   e.what());
     }
     for (auto& r : reactors_) r->start();
+    health_.start();
+    health_.update(gens_.active().snapshot->generation, health_targets(*gens_.active().snapshot));
     spdlog::info("started {} worker(s); admin on {}; generation 1 ({})", workers,
                  start_.admin.listen.text, gens_.active().snapshot->sha256);
     return 0;
@@ -239,6 +292,7 @@ class Process {
     notifier_.ready(gens_.active().snapshot->generation);
     io_.run();
     for (auto& r : reactors_) r->join();
+    health_.stop();
     const uint64_t cut = [this] {
       uint64_t n = 0;
       for (auto& r : reactors_) n += r->cut_requests();
@@ -378,6 +432,7 @@ class Process {
   void install_everywhere(const std::shared_ptr<const proxy::Snapshot>& snap,
                           std::function<void()> served) {
     spdlog::set_level(to_spdlog(snap->log.level));
+    health_.update(snap->generation, health_targets(*snap));
     const uint64_t seq = ++publish_seq_;
     auto left = std::make_shared<std::size_t>(reactors_.size());
     auto on_main = [this, snap, seq, left, served = std::move(served)] {
@@ -447,6 +502,10 @@ class Process {
     auto invalid = [&done](const config::LoadResult& r) {
       done(AdminServer::Response{422, config::to_json(r) + "\n"});
     };
+    if (req.path == "/status") {
+      if (req.method != "GET") return message(405, "use GET /status");
+      return reply(200, status_json(*serving_));
+    }
     if (req.path == "/config") {
       if (req.method != "GET") return message(405, "use GET /config");
       const auto& snap = *serving_;  // what every reactor serves now
@@ -664,6 +723,7 @@ class Process {
   asio::steady_timer retire_timer_{io_};
   std::optional<AdminServer> admin_;
   std::vector<std::unique_ptr<proxy::Reactor>> reactors_;
+  health::Checker health_;  // probes the peers of pools with [upstreams.health]
   std::vector<Retiring> retiring_;
   std::shared_ptr<const proxy::Snapshot> serving_;  // installed on every reactor
   uint64_t publish_seq_ = 0;

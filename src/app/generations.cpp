@@ -63,9 +63,10 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     auto up = std::make_shared<proxy::Upstream>();
     up->id = ids[i];
     up->params = cfg.upstreams[i];
+    std::map<std::string, uint32_t> seen;  // address -> occurrences so far in this pool
     for (std::size_t s = 0; s < up->params.servers.size(); ++s) {
       const ServerEntry& entry = up->params.servers[s];
-      auto& slot = backends_[{up->params.name, entry.address.text}];
+      auto& slot = backends_[{up->params.name, entry.address.text, seen[entry.address.text]++}];
       std::shared_ptr<proxy::Backend> b = slot.lock();
       if (!b) {
         boost::asio::ip::tcp::endpoint endpoint;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -65,8 +66,10 @@ class Generations {
   uint64_t next_number_ = 1;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;
-  // (pool name, address as written) -> its Backend while some generation holds it.
-  std::map<std::pair<std::string, std::string>, std::weak_ptr<proxy::Backend>> backends_;
+  // A peer's identity, (pool name, address as written, which occurrence of the address in the
+  // pool), -> its Backend while some generation holds it. The occurrence keeps two entries
+  // with one address apart (each its own health state and in-flight count).
+  std::map<std::tuple<std::string, std::string, uint32_t>, std::weak_ptr<proxy::Backend>> backends_;
   // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
   // removed and added back finds its counters (and any request still on it) where it left them.
   std::unordered_map<std::string, std::shared_ptr<proxy::Pool>> pools_;

@@ -79,6 +79,32 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     w.histogram(kWait, labels, totals);
   }
 
+  constexpr std::string_view kUp = "floodgate_upstream_peer_up";
+  w.header(kUp,
+           "1 if the peer may get requests, 0 if active health checks marked it down (peers of "
+           "pools without [upstreams.health] are always 1).",
+           MetricType::gauge);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+      w.sample(kUp, labels, uint64_t{b->health->down.load(std::memory_order_relaxed) ? 0U : 1U});
+    }
+  }
+
+  constexpr std::string_view kProbes = "floodgate_health_probes_total";
+  w.header(kProbes, "Completed health probes by result: success, failure, timeout, malformed.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      for (std::size_t r = 0; r < kProbeResults; ++r) {
+        const Label labels[] = {{"upstream", up->params.name},
+                                {"peer", b->address.text},
+                                {"result", kProbeResultNames[r]}};
+        w.sample(kProbes, labels, b->health->probes[r].load(std::memory_order_relaxed));
+      }
+    }
+  }
+
   constexpr std::string_view kBackend = "floodgate_backend_active";
   w.header(kBackend, "Requests in flight on each backend of the pool, on all reactors.",
            MetricType::gauge);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
+#include "health_schema.h"
 #include "rules.h"
 #include "table_reader.h"
 #include "values.h"
@@ -56,9 +57,10 @@ constexpr std::string_view kUpstream = "an [[upstreams]] entry";
 constexpr std::string_view kRoute = "a [[routes]] entry";
 constexpr std::string_view kLog = "[log]";
 constexpr std::string_view kResilience = "[upstreams.resilience]";
+constexpr std::string_view kHealth = "[upstreams.health]";
 constexpr std::string_view kServerEntry =
     R"(a server entry, e.g. servers = [{ address = "127.0.0.1:9000", weight = 2 }])";
-constexpr std::array<KeyHome, 29> kKeyHomes{{
+constexpr std::array<KeyHome, 37> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"max_header_bytes", kServer},
@@ -84,9 +86,20 @@ constexpr std::array<KeyHome, 29> kKeyHomes{{
     {"max_pending_requests", kResilience},
     {"pending_timeout", kResilience},
     {"retry_after", kResilience},
+    {"health", "an [[upstreams]] entry, as [upstreams.health]"},
+    // `path` and `timeout` also read as plausible slips for path_prefix and the pool's timeouts.
+    {"path", "[upstreams.health] (a route matches requests by path_prefix)"},
+    {"interval", kHealth},
+    {"timeout",
+     "[upstreams.health] (a pool's request timeouts are connect_timeout and "
+     "response_timeout)"},
+    {"fall", kHealth},
+    {"rise", kHealth},
+    {"expect_status", kHealth},
+    {"max_response_header_bytes", kHealth},
     {"address", kServerEntry},
     {"weight", kServerEntry},
-    {"host", kRoute},
+    {"host", "a [[routes]] entry (or [upstreams.health] for the probe's Host header)"},
     {"path_prefix", kRoute},
 }};
 
@@ -308,6 +321,8 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMark
   r.duration("keepalive_timeout", Zero::rejected, u.keepalive_timeout);
   r.table("resilience", std::string(kResilience),
           [&](TableReader& t) { read_resilience(t, u.resilience, u.servers.size(), mark); });
+  r.table("health", std::string(kHealth),
+          [&](TableReader& t) { read_health(t, u.health.emplace()); });
   warn_ignored_weights(r, u);
 }
 

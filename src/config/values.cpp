@@ -107,18 +107,6 @@ std::optional<uint16_t> check_port(std::string_view port, PortRule rule, std::st
   return std::nullopt;
 }
 
-// True when `name` is a dot-separated sequence of non-empty labels of [A-Za-z0-9-].
-bool is_hostname(std::string_view name) {
-  if (name.empty() || name.front() == '.' || name.back() == '.') {
-    return false;
-  }
-  if (name.find("..") != std::string_view::npos) {
-    return false;
-  }
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return is_alnum(c) || c == '-' || c == '.'; });
-}
-
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) {
@@ -248,6 +236,17 @@ Parsed<std::string> parse_path_prefix(std::string_view text) {
     return P::fail(quoted(text) + " contains a space or control character; percent-encode it");
   }
   return P::ok(std::string(text));
+}
+
+bool is_hostname(std::string_view name) {
+  if (name.empty() || name.front() == '.' || name.back() == '.') {
+    return false;
+  }
+  if (name.find("..") != std::string_view::npos) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return is_alnum(c) || c == '-' || c == '.'; });
 }
 
 bool is_valid_name(std::string_view name) {

@@ -46,6 +46,9 @@ Parsed<std::string> parse_route_host(std::string_view text);
 // A route path prefix: starts with "/" and holds no space or control character.
 Parsed<std::string> parse_path_prefix(std::string_view text);
 
+// A dot-separated sequence of non-empty labels of [A-Za-z0-9-] (an IPv4 address is one too).
+bool is_hostname(std::string_view name);
+
 // An upstream name: one or more of [A-Za-z0-9_.-].
 bool is_valid_name(std::string_view name);
 

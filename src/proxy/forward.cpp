@@ -1,6 +1,7 @@
 // The backend side of a Session: selecting a backend, connecting or reusing a pooled
 // connection, forwarding the request (head, then the body as it arrives) and streaming the
 // response back, re-framed as plan_response() decided.
+#include <algorithm>
 #include <boost/asio/error.hpp>
 #include <cstring>
 
@@ -27,9 +28,13 @@ void Session::select_backend() {
   // max_active_per_backend is a selection filter, not a second queue. Between the pick and
   // the compare-and-swap another reactor can take a backend's last slot: pick again, at most
   // once per backend.
-  const auto below_cap = [&](std::size_t i) { return cap == 0 || active(i) < cap; };
+  // Peers the health task marked down are skipped (one relaxed load each).
+  const auto eligible = [&](std::size_t i) {
+    return !up.backends[i]->health->down.load(std::memory_order_relaxed) &&
+           (cap == 0 || active(i) < cap);
+  };
   for (std::size_t tries = 0; tries <= up.backends.size(); ++tries) {
-    const auto pick = balancer.pick(active, below_cap);
+    const auto pick = balancer.pick(active, eligible);
     if (!pick) break;
     InFlight entered = InFlight::enter_below(up.backends[*pick]->load, cap);
     if (!entered) continue;
@@ -42,7 +47,15 @@ void Session::select_backend() {
     }
     return connect_backend(static_cast<uint32_t>(*pick));
   }
-  // Every backend is at its cap; the pool slot goes back at once.
+  // No peer to send it to: every one is down, or every one that is up is at its cap. The
+  // pool slot goes back at once.
+  const bool any_up = std::any_of(up.backends.begin(), up.backends.end(), [](const auto& b) {
+    return !b->health->down.load(std::memory_order_relaxed);
+  });
+  if (!any_up) {
+    permit_.release();
+    return respond(Reason::no_healthy_backend);
+  }
   if (cap != 0) return reject(Reason::no_eligible_backend);
   respond(Reason::upstream_connect_failed);
 }

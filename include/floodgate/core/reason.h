@@ -26,6 +26,7 @@ enum class Reason : unsigned char {
   pending_timeout,
   generation_retired,
   no_eligible_backend,
+  no_healthy_backend,
   count_  // number of reasons; keep last
 };
 
@@ -60,6 +61,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "the configuration this request waited under was retired"},
     {"no_eligible_backend", 503, "Service Unavailable",
      "every backend of the upstream is at its max_active_per_backend"},
+    {"no_healthy_backend", 503, "Service Unavailable",
+     "active health checks marked every backend of the upstream down"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

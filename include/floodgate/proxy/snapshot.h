@@ -31,6 +31,7 @@
 #include "floodgate/upstream/backend_load.h"
 #include "floodgate/upstream/balancer.h"
 #include "floodgate/upstream/params.h"
+#include "floodgate/upstream/peer_health.h"
 
 namespace floodgate::proxy {
 
@@ -39,9 +40,10 @@ class BackendConn;
 // Most distinct pool names one process can see (metrics slots are sized for them at start).
 inline constexpr std::size_t kMaxPools = 512;
 
-// One backend server of a pool. Long-lived: every generation whose pool (same name) lists the
-// same address shares this object, so its in-flight count and its reactors' idle keep-alive
-// connections carry over a reload.
+// One backend server of a pool, a peer. Long-lived: every generation whose pool (same name)
+// lists the same address (the same occurrence of it, when the pool lists it more than once)
+// shares this object, so its in-flight count, its health state and its reactors' idle
+// keep-alive connections carry over a reload.
 struct Backend {
   // A reactor's idle keep-alive connections to this backend (most recently used first). Each
   // reactor touches only its own entry, on its own thread.
@@ -52,12 +54,17 @@ struct Backend {
   };
 
   Backend(Endpoint address, const boost::asio::ip::tcp::endpoint& endpoint, unsigned reactors)
-      : address(std::move(address)), endpoint(endpoint), idle(std::make_unique<Idle[]>(reactors)) {}
+      : address(std::move(address)),
+        endpoint(endpoint),
+        health(std::make_shared<PeerHealth>()),
+        idle(std::make_unique<Idle[]>(reactors)) {}
 
   const Endpoint address;                         // as configured; `peer` label in metrics
   const boost::asio::ip::tcp::endpoint endpoint;  // resolved at build time
   BackendLoad load;                               // process-wide in-flight requests
-  std::unique_ptr<Idle[]> idle;                   // index = reactor
+  // Written by the health task alone (health/checker.h); the request path reads `down`.
+  const std::shared_ptr<PeerHealth> health;
+  std::unique_ptr<Idle[]> idle;  // index = reactor
 };
 
 // A pool's admission state, long-lived like Backend: every generation whose pool has the same

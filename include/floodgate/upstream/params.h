@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,27 @@ struct ResilienceParams {
   bool operator==(const ResilienceParams&) const = default;
 };
 
+// An inclusive range of HTTP status codes, for HealthParams::expect_status.
+struct StatusRange {
+  int lo = 200;
+  int hi = 399;
+  bool operator==(const StatusRange&) const = default;
+};
+
+// [upstreams.health]: active health checks of the pool's servers (docs/configuration.md).
+// Absent (UpstreamParams::health empty): no probes, every server counts as up.
+struct HealthParams {
+  std::string path = "/healthz";  // request-target of the probe (origin-form, starts with '/')
+  std::string host{};             // Host header of the probe; "" = the server's address
+  std::chrono::milliseconds interval{2'000};
+  std::chrono::milliseconds timeout{1'000};  // whole probe: connect, send, response head
+  uint32_t fall = 3;                         // consecutive failures: up -> down
+  uint32_t rise = 2;                         // consecutive successes: down -> up
+  std::vector<StatusRange> expect_status{StatusRange{200, 399}};
+  uint32_t max_response_header_bytes = 8192;  // status line + header section
+  bool operator==(const HealthParams&) const = default;
+};
+
 struct UpstreamParams {
   std::string name;
   std::vector<ServerEntry> servers;
@@ -37,6 +59,7 @@ struct UpstreamParams {
   uint32_t keepalive = 32;  // idle pooled connections per backend per reactor
   std::chrono::milliseconds keepalive_timeout{60'000};
   ResilienceParams resilience;
+  std::optional<HealthParams> health;  // absent: no active health checks
 };
 
 }  // namespace floodgate

@@ -175,6 +175,30 @@ TEST(Generations, ResolvesThePolicyAndPrebuildsRejectionsWithRetryAfterInWholeSe
             std::string_view::npos);
 }
 
+TEST(Generations, TheSameAddressTwiceInAPoolIsTwoPeersWithTheirOwnHealth) {
+  const std::string twice = R"(
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000", "127.0.0.1:9000"]
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9000"]
+[[routes]]
+upstream = "app"
+)";
+  Generations g(1);
+  g.activate(g.build(parse(twice), twice));
+  const proxy::Snapshot& one = *g.active().snapshot;
+  const auto& app = one.upstreams[0]->backends;
+  const auto& api = one.upstreams[1]->backends;
+  EXPECT_NE(app[0].get(), app[1].get());
+  EXPECT_NE(app[0]->health, app[1]->health);
+  EXPECT_NE(app[0]->health, api[0]->health);
+  // A reload keeps each occurrence's peer, and so its health state.
+  g.activate(g.build(parse(twice), twice));
+  EXPECT_EQ(g.active().snapshot->upstreams[0]->backends[1]->health, app[1]->health);
+}
+
 TEST(Generations, RetryAfterIsAtLeastOneSecond) {
   ResilienceParams r;
   r.retry_after = std::chrono::milliseconds(1);

@@ -1,8 +1,11 @@
 // A corpus of bad files, one per class of problem an operator makes: each file must produce
 // exactly one diagnostic, with its severity, key path, line:column and the part of the message
 // that names the problem. The exact wording of each class is pinned in errors_test.cpp,
-// scope_test.cpp and admin_test.cpp; this list is the checklist that no class goes unreported.
+// scope_test.cpp, admin_test.cpp, resilience_test.cpp and health_test.cpp; this list is the
+// checklist that no class goes unreported.
 #include <gtest/gtest.h>
+
+#include <ostream>
 
 #include "config_test_support.h"
 #include "floodgate/config/config.h"
@@ -179,7 +182,63 @@ upstream = "app"
 )",
      Severity::warning, "upstreams[0].resilience.max_active_per_backend", 6, 1,
      "the pool limit is never reached"},
+    {"health_fall_zero",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[upstreams.health]
+fall = 0
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].health.fall", 5, 1,
+     "0 is out of range; use an integer from 1 to 1000"},
+    {"health_backwards_status_range",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+health = { expect_status = "200,399-300" }
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].health.expect_status", 4, 12, "the range 399-300 is backwards"},
+    {"health_path_without_slash",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[upstreams.health]
+path = "healthz"
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].health.path", 5, 1, "must start with \"/\""},
+    {"health_key_in_upstream",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+interval = "5s"
+[[routes]]
+upstream = "app"
+)",
+     Severity::error, "upstreams[0].interval", 4, 1, "'interval' belongs in [upstreams.health]"},
+    {"health_interval_shorter_than_timeout",
+     R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+[upstreams.health]
+interval = "1s"
+timeout = "3s"
+[[routes]]
+upstream = "app"
+)",
+     Severity::warning, "upstreams[0].health.interval", 5, 1,
+     "so it is probed at most once every \"3s\""},
 };
+
+// ctest lists a file by its name, not by its bytes.
+void PrintTo(const BadFile& f, std::ostream* os) {
+  *os << f.name;
+}
 
 class ConfigCorpus : public ::testing::TestWithParam<BadFile> {};
 
