@@ -4,11 +4,12 @@ rise successes once it answers again, and when every backend is down requests ge
 no_healthy_backend. GET /status and the metrics show the same."""
 
 import json
+import signal
 import time
 import unittest
 
 from backend import Backend
-from harness import FloodgateTestCase, admin_get, poll, route, upstream
+from harness import FloodgateTestCase, admin_get, poll, render_toml, route, upstream
 
 INTERVAL_S, TIMEOUT_S, FALL, RISE = 0.2, 0.2, 2, 2
 HEALTH = {"health": {"path": "/healthz", "interval": "200ms", "timeout": "200ms",
@@ -99,6 +100,49 @@ class HealthChecks(FloodgateTestCase):
         for b in self.backends:
             poll(lambda b=b: self.peer_up(b) == 1, what="%s back up" % b.name)
         self.assertEqual(self.fg.get("/x").status, 200)
+
+
+class HealthReloads(FloodgateTestCase):
+    """A reload that adds [upstreams.health] starts probing; one that removes it brings every
+    peer back up and stops probing."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.live = Backend("live").start()
+        cls.dead = Backend("dead")  # bound, never serving: probes are refused or time out
+        cls.dead.listener.close()
+        cls.backends = [cls.live]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.live, cls.dead.address])],
+                                     routes=[route("app")])
+
+    def generation(self):
+        return json.loads(admin_get(self.fg.admin_port, "/config")[2])["generation"]
+
+    def reload(self, health):
+        cfg = self.fg.config()
+        cfg["upstreams"][0].pop("health", None)
+        if health:
+            cfg["upstreams"][0]["health"] = health
+        before = self.generation()
+        self.fg.upstreams = cfg["upstreams"]
+        with open(self.fg.config_path, "w") as f:
+            f.write(render_toml(cfg))
+        self.fg.signal(signal.SIGHUP)
+        poll(lambda: self.generation() > before, what="a new generation")
+
+    def up(self, address):
+        return self.fg.metrics().value("floodgate_upstream_peer_up", upstream="app", peer=address)
+
+    def test_adding_and_removing_health_checks_on_reload(self):
+        self.assertEqual(self.up(self.dead.address), 1)  # no checks: up, never probed
+        self.reload(HEALTH["health"])
+        poll(lambda: self.up(self.dead.address) == 0, timeout=DOWN_WITHIN_S + 5,
+             what="the dead peer to be marked down once checks start")
+        self.assertEqual(self.up(self.live.address), 1)
+        for _ in range(4):  # only the live peer serves
+            self.assertEqual(self.fg.get("/name").body, b"live")
+        self.reload(None)
+        poll(lambda: self.up(self.dead.address) == 1, what="every peer up without checks")
 
 
 class NoHealthChecks(FloodgateTestCase):
