@@ -153,7 +153,9 @@ backend be
 """
 
 
-def floodgate_config(port, admin_port, backend_port):
+def floodgate_config(port, admin_port, backend_port, pool_tables=""):
+    """floodgate's configuration; `pool_tables` (TOML, e.g. an [upstreams.resilience] table)
+    goes right after the pool's keys."""
     return f"""[server]
 listen = ["127.0.0.1:{port}"]
 workers = 1
@@ -171,7 +173,7 @@ name = "backend"
 servers = ["127.0.0.1:{backend_port}"]
 keepalive = {KEEPALIVE}
 keepalive_timeout = "{IDLE_TIMEOUT_S}s"
-
+{pool_tables}
 [[routes]]
 host = "*"
 path_prefix = "/"

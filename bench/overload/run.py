@@ -168,35 +168,14 @@ def nginx_config(args, d, port, backend_port):
 
 
 def floodgate_config(args, port, admin_port, backend_port):
-    return f"""[server]
-listen = ["127.0.0.1:{port}"]
-workers = 1
-idle_timeout = "{targets.IDLE_TIMEOUT_S}s"
-
-[admin]
-listen = "127.0.0.1:{admin_port}"
-
-[log]
-level = "warn"
-access_log = "off"
-
-[[upstreams]]
-name = "app"
-servers = ["127.0.0.1:{backend_port}"]
-keepalive = {targets.KEEPALIVE}
-keepalive_timeout = "{targets.IDLE_TIMEOUT_S}s"
-
+    """bench/targets.py's floodgate configuration with the lab's admission policy."""
+    return targets.floodgate_config(port, admin_port, backend_port, f"""
 [upstreams.resilience]
 max_active_requests = {args.workers}
 max_pending_requests = {args.fg_max_pending}
 pending_timeout = "{args.fg_pending_timeout_ms:g}ms"
 retry_after = "{args.fg_retry_after}"
-
-[[routes]]
-host = "*"
-path_prefix = "/"
-upstream = "app"
-"""
+""")
 
 
 def floodgate_unavailable(args):

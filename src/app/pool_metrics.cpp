@@ -18,11 +18,31 @@ uint64_t sum(Shards shards, Get get) {
 
 void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
   const auto& pools = serving.upstreams;
-  auto gauge = [&](std::string_view name, std::string_view help, auto value) {
-    w.header(name, help, MetricType::gauge);
+  // One sample per pool, labelled by its name.
+  auto per_pool = [&](std::string_view name, std::string_view help, MetricType type, auto value) {
+    w.header(name, help, type);
     for (const auto& up : pools) {
       const Label labels[] = {{"upstream", up->params.name}};
       w.sample(name, labels, value(*up));
+    }
+  };
+  auto gauge = [&](std::string_view name, std::string_view help, auto value) {
+    per_pool(name, help, MetricType::gauge, value);
+  };
+  // A per-pool counter of the reactors' shards, summed.
+  auto counter = [&](std::string_view name, std::string_view help, auto get) {
+    per_pool(name, help, MetricType::counter, [&](const proxy::Upstream& up) {
+      return sum(shards, [&](const ReactorMetrics& m) { return get(m, up.id).value(); });
+    });
+  };
+  // A gauge with one sample per peer, labelled by pool and address.
+  auto peer_gauge = [&](std::string_view name, std::string_view help, auto value) {
+    w.header(name, help, MetricType::gauge);
+    for (const auto& up : pools) {
+      for (const auto& b : up->backends) {
+        const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+        w.sample(name, labels, value(*b));
+      }
     }
   };
   gauge("floodgate_pool_active",
@@ -33,14 +53,10 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
   gauge("floodgate_pool_limit", "The pool's max_active_requests (0 = unlimited).",
         [](const proxy::Upstream& up) { return uint64_t{up.pool->admission.limit()}; });
 
-  constexpr std::string_view kAdmitted = "floodgate_pool_admitted_total";
-  w.header(kAdmitted, "Requests that got a slot of the pool, at once or after waiting.",
-           MetricType::counter);
-  for (const auto& up : pools) {
-    const Label labels[] = {{"upstream", up->params.name}};
-    w.sample(kAdmitted, labels,
-             sum(shards, [&](const ReactorMetrics& m) { return m.pool_admitted(up->id).value(); }));
-  }
+  counter(
+      "floodgate_pool_admitted_total",
+      "Requests that got a slot of the pool, at once or after waiting.",
+      [](const ReactorMetrics& m, uint32_t id) -> const Counter& { return m.pool_admitted(id); });
 
   constexpr std::string_view kRejected = "floodgate_pool_rejected_total";
   w.header(kRejected,
@@ -57,15 +73,10 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     }
   }
 
-  constexpr std::string_view kAbandoned = "floodgate_pool_queue_abandoned_total";
-  w.header(kAbandoned, "Clients that went away while their request waited in the pool's queue.",
-           MetricType::counter);
-  for (const auto& up : pools) {
-    const Label labels[] = {{"upstream", up->params.name}};
-    w.sample(kAbandoned, labels, sum(shards, [&](const ReactorMetrics& m) {
-               return m.pool_abandoned(up->id).value();
-             }));
-  }
+  counter(
+      "floodgate_pool_queue_abandoned_total",
+      "Clients that went away while their request waited in the pool's queue.",
+      [](const ReactorMetrics& m, uint32_t id) -> const Counter& { return m.pool_abandoned(id); });
 
   constexpr std::string_view kWait = "floodgate_pool_queue_wait_seconds";
   w.header(kWait,
@@ -79,17 +90,12 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     w.histogram(kWait, labels, totals);
   }
 
-  constexpr std::string_view kUp = "floodgate_upstream_peer_up";
-  w.header(kUp,
-           "1 if the peer may get requests, 0 if active health checks marked it down (peers of "
-           "pools without [upstreams.health] are always 1).",
-           MetricType::gauge);
-  for (const auto& up : pools) {
-    for (const auto& b : up->backends) {
-      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
-      w.sample(kUp, labels, uint64_t{b->health->down.load(std::memory_order_relaxed) ? 0U : 1U});
-    }
-  }
+  peer_gauge("floodgate_upstream_peer_up",
+             "1 if the peer may get requests, 0 if active health checks marked it down (peers "
+             "of pools without [upstreams.health] are always 1).",
+             [](const proxy::Backend& b) {
+               return uint64_t{b.health->down.load(std::memory_order_relaxed) ? 0U : 1U};
+             });
 
   constexpr std::string_view kProbes = "floodgate_health_probes_total";
   w.header(kProbes, "Completed health probes by result: success, failure, timeout, malformed.",
@@ -105,15 +111,9 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     }
   }
 
-  constexpr std::string_view kBackend = "floodgate_backend_active";
-  w.header(kBackend, "Requests in flight on each backend of the pool, on all reactors.",
-           MetricType::gauge);
-  for (const auto& up : pools) {
-    for (const auto& b : up->backends) {
-      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
-      w.sample(kBackend, labels, b->load.active.load(std::memory_order_relaxed));
-    }
-  }
+  peer_gauge("floodgate_backend_active",
+             "Requests in flight on each backend of the pool, on all reactors.",
+             [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
 }
 
 }  // namespace floodgate::app

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -88,7 +87,6 @@ void Checker::stop() {
 
 void Checker::install(uint64_t generation, std::vector<Target> targets) {
   if (stopped_) return;
-  generation_ = generation;
   ++epoch_;  // probes started before this install are late from now on
   std::map<const PeerHealth*, std::shared_ptr<Peer>> next;
   for (Target& t : targets) {
@@ -121,6 +119,7 @@ void Checker::install(uint64_t generation, std::vector<Target> targets) {
     peer->timer.cancel();
   }
   peers_ = std::move(next);
+  spdlog::debug("health: generation {}: {} peer(s) checked", generation, peers_.size());
 }
 
 void Checker::schedule(const std::shared_ptr<Peer>& peer, bool now) {

@@ -70,7 +70,7 @@ void Session::leave_queue(Reason reason, CancelReason cancel) {
   const Ref<Session> keep = std::move(parked_);
   backend_timer_.cancel();
   client_.cancel_read();
-  reactor_.metrics().pool_queue_wait(up_->id, std::chrono::steady_clock::now() - queued_at_);
+  count_queue_wait();
   reject(reason);
 }
 
@@ -79,7 +79,7 @@ void Session::on_admission(AdmitStatus status) {
   if (closed_) return;                    // the client went away: the grant goes on
   backend_timer_.cancel();
   client_.cancel_read();
-  reactor_.metrics().pool_queue_wait(up_->id, std::chrono::steady_clock::now() - queued_at_);
+  count_queue_wait();
   if (const Reason gave_up = std::exchange(leave_reason_, Reason::none); gave_up != Reason::none) {
     permit.release();
     return reject(gave_up);
@@ -89,6 +89,10 @@ void Session::on_admission(AdmitStatus status) {
   reactor_.metrics().pool_admitted(up_->id);
   phase_ = Phase::forwarding;
   select_backend();
+}
+
+void Session::count_queue_wait() {
+  reactor_.metrics().pool_queue_wait(up_->id, std::chrono::steady_clock::now() - queued_at_);
 }
 
 void Session::reject(Reason reason) {

@@ -344,7 +344,7 @@ void Session::close() {
   backend_timer_.cancel();
   if (queued) {  // the client went away while waiting for a slot
     reactor_.metrics().pool_abandoned(up_->id);
-    reactor_.metrics().pool_queue_wait(up_->id, std::chrono::steady_clock::now() - queued_at_);
+    count_queue_wait();
     if (waiter_.cancel(CancelReason::client_gone)) {
       parked_ = Ref<Session>();  // self_ still holds the session
     }  // else the completion is on its way: on_admission() drops what it brings

@@ -83,6 +83,7 @@ class Session final : public RefCounted<Session> {
   void leave_queue(Reason reason, CancelReason cancel);
   void on_admission(AdmitStatus status);
   void watch_client_while_queued();
+  void count_queue_wait();  // the request leaves the queue now
   static void on_admission_complete(void* context, AdmitStatus status) noexcept;
   static void on_admission_handoff(RemoteTask& task);
 

@@ -72,8 +72,7 @@ class Checker {
   std::thread thread_;
   // Health thread only.
   std::map<const PeerHealth*, std::shared_ptr<Peer>> peers_;
-  uint64_t generation_ = 0;  // the configuration generation installed last (logs)
-  uint64_t epoch_ = 0;       // one per install(), including a rollback's
+  uint64_t epoch_ = 0;  // one per install(), including a rollback's
   bool stopped_ = false;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
 };
