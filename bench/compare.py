@@ -121,16 +121,22 @@ def measure(args, stack, name):
     target = stack.targets[name]
     backend = stack.targets["backend"]
     proxy_pids, backend_pids = target.refresh_pids(), backend.refresh_pids()
-    proxy0, backend0, wrk0, host0, t0 = (
-        targets.cpu_seconds(proxy_pids), targets.cpu_seconds(backend_pids), children_cpu(),
+    split0, backend0, wrk0, host0, t0 = (
+        targets.cpu_split(proxy_pids), targets.cpu_seconds(backend_pids), children_cpu(),
         host_cpu(), time.monotonic())
     result = parse_wrk(run_wrk(args, target.port, args.duration))
-    proxy1, backend1, wrk1, host1, t1 = (
-        targets.cpu_seconds(proxy_pids), targets.cpu_seconds(backend_pids), children_cpu(),
+    split1, backend1, wrk1, host1, t1 = (
+        targets.cpu_split(proxy_pids), targets.cpu_seconds(backend_pids), children_cpu(),
         host_cpu(), time.monotonic())
     n = max(result["requests"], 1)
-    proxy, backend = proxy1 - proxy0, backend1 - backend0
-    result["proxy_cpu_us"] = proxy * 1e6 / n if proxy_pids else float("nan")
+    user, system = split1[0] - split0[0], split1[1] - split0[1]
+    proxy, backend = user + system, backend1 - backend0
+    nan = float("nan")
+    result["proxy_cpu_us"] = proxy * 1e6 / n if proxy_pids else nan
+    # The same figure split into user and kernel time: on loopback the kernel's share (the
+    # socket calls, and the peer's TCP input and wake-up that a send runs) is most of it.
+    result["proxy_user_us"] = user * 1e6 / n if proxy_pids else nan
+    result["proxy_sys_us"] = system * 1e6 / n if proxy_pids else nan
     result["backend_cpu_us"] = backend * 1e6 / n
     total = max(host1[2] - host0[2], 1)
     result["steal_pct"] = 100.0 * (host1[1] - host0[1]) / total
@@ -150,6 +156,7 @@ def children_cpu():
 
 COLUMNS = [("rps", "req/s", "{:.0f}"), ("p50_ms", "p50 ms", "{:.3f}"),
            ("p99_ms", "p99 ms", "{:.3f}"), ("proxy_cpu_us", "proxy CPU us/req", "{:.2f}"),
+           ("proxy_user_us", "of it user", "{:.2f}"), ("proxy_sys_us", "of it kernel", "{:.2f}"),
            ("backend_cpu_us", "backend CPU us/req", "{:.2f}"), ("errors", "errors", "{:.0f}")]
 
 
@@ -202,7 +209,8 @@ def ratio_lines(rounds, idle):
 
 
 def raw_lines(rounds, order_log):
-    keys = ["rps", "p50_ms", "p99_ms", "proxy_cpu_us", "backend_cpu_us", "requests", "errors",
+    keys = ["rps", "p50_ms", "p99_ms", "proxy_cpu_us", "proxy_user_us", "proxy_sys_us",
+            "backend_cpu_us", "requests", "errors",
             "others_cpus", "steal_pct"]
     lines = ["round\tposition\ttarget\t" + "\t".join(keys)]
     for i, (rnd, order) in enumerate(zip(rounds, order_log), 1):

@@ -230,17 +230,23 @@ def process_tree(pid):
     return tree
 
 
-def cpu_seconds(pids):
-    """utime+stime of PIDS (all threads of each), in seconds; vanished pids count 0."""
-    ticks = 0
+def cpu_split(pids):
+    """(utime, stime) of PIDS (all threads of each), in seconds; vanished pids count 0."""
+    user = system = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])   # fields 14 and 15 of stat(5)
+            user += int(fields[11])     # field 14 of stat(5)
+            system += int(fields[12])   # field 15
         except (OSError, IndexError, ValueError):
             pass
-    return ticks / CLK_TCK
+    return user / CLK_TCK, system / CLK_TCK
+
+
+def cpu_seconds(pids):
+    """utime+stime of PIDS (all threads of each), in seconds; vanished pids count 0."""
+    return sum(cpu_split(pids))
 
 
 def rss_kib(pids):
