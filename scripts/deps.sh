@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev
+  libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev liburing-dev
   wrk haproxy nginx-light)
 missing=()
 for p in "${packages[@]}"; do

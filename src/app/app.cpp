@@ -246,9 +246,21 @@ class Process {
 
   int start() {
     const unsigned workers = resolved_workers(start_.server);
-    for (unsigned i = 0; i < workers; ++i) {
-      reactors_.push_back(
-          std::make_unique<proxy::Reactor>(i, gens_.active().snapshot, access_log_));
+    try {
+      for (unsigned i = 0; i < workers; ++i) {
+        reactors_.push_back(
+            std::make_unique<proxy::Reactor>(i, gens_.active().snapshot, access_log_));
+      }
+    } catch (const std::system_error& ex) {
+      return fail(path_ + ": " + ex.what());
+    }
+    const proxy::Reactor& first = *reactors_.front();
+    if (first.io_engine() == IoEngine::io_uring) {
+      spdlog::info("event loop: io_uring");
+    } else if (const std::string why = first.io_fallback_reason(); !why.empty()) {
+      spdlog::warn("event loop: epoll, because {} (server.io = \"epoll\" silences this)", why);
+    } else {
+      spdlog::info("event loop: epoll");
     }
     for (const Endpoint& e : start_.server.listen) {
       try {
@@ -350,6 +362,11 @@ class Process {
       refuse("server.workers", "the number of reactors cannot change while floodgate runs (" +
                                    std::to_string(resolved_workers(now.server)) +
                                    "); restart floodgate to apply it, or set it back");
+    }
+    if (next.server.io != now.server.io) {
+      refuse("server.io",
+             "the reactors' event loops are built at start; restart floodgate to "
+             "change the kernel interface they use, or set it back");
     }
     if (next.admin.listen.text != now.admin.listen.text) {
       refuse("admin.listen", "the admin listener cannot move while floodgate runs (it is on " +

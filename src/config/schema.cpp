@@ -28,6 +28,12 @@ constexpr std::array<Choice<LogLevel>, 7> kLogLevels{{
     {"critical", LogLevel::critical},
     {"off", LogLevel::off},
 }};
+constexpr std::array<Choice<IoMode>, 3> kIoModes{{
+    {"auto", IoMode::automatic},
+    {"io_uring", IoMode::io_uring},
+    {"epoll", IoMode::epoll},
+}};
+
 constexpr std::array<Choice<AccessLogFormat>, 2> kAccessLogFormats{{
     {"json", AccessLogFormat::json},
     {"combined", AccessLogFormat::combined},
@@ -60,9 +66,10 @@ constexpr std::string_view kResilience = "[upstreams.resilience]";
 constexpr std::string_view kHealth = "[upstreams.health]";
 constexpr std::string_view kServerEntry =
     R"(a server entry, e.g. servers = [{ address = "127.0.0.1:9000", weight = 2 }])";
-constexpr std::array<KeyHome, 37> kKeyHomes{{
+constexpr std::array<KeyHome, 38> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
+    {"io", kServer},
     {"max_header_bytes", kServer},
     {"max_headers", kServer},
     {"max_uri_bytes", kServer},
@@ -127,6 +134,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.server_listen_ok = r.endpoints("listen", PortRule::zero_allowed, p.listen);
   marks.server_listen_at = r.position("listen");
   r.integer("workers", 0, 256, p.workers);
+  r.choice("io", kIoModes, p.io);
   r.integer("max_header_bytes", 256, 1'048'576, p.max_header_bytes);
   r.integer("max_headers", 1, 10'000, p.max_headers);
   r.integer("max_uri_bytes", 16, 1'048'576, p.max_uri_bytes);

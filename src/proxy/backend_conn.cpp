@@ -27,8 +27,8 @@ void BackendConn::close() {
   idle_timer.cancel();
 }
 
-void BackendConn::on_poll(uint32_t events) {
-  Stream::on_poll(events);
+void BackendConn::on_ready() {
+  Stream::on_ready();
   // An idle connection that became readable was closed by the backend (or got bytes nobody
   // asked for): either way it cannot carry another request.
   if (pooled && readable()) {

@@ -33,7 +33,7 @@ class BackendConn final : public RefCounted<BackendConn>, public Stream {
   void close();
 
   // PollTarget.
-  void on_poll(uint32_t events) override;
+  void on_ready() override;
   void hold() override { add_ref(); }
   void release() override { release_ref(); }
 

@@ -1,13 +1,19 @@
 #include "poller.h"
 
+#include <liburing.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 namespace floodgate::proxy {
 
@@ -24,21 +30,74 @@ std::array<epoll_event, kBatch>& batch() {
   thread_local std::array<epoll_event, kBatch> events;
   return events;
 }
+
+// io_uring: submission queue entries (a turn that wants more submits in several steps), and a
+// completion queue four times as large; completions beyond it wait in the kernel (NODROP).
+constexpr unsigned kRingEntries = 4096;
+constexpr unsigned kCompletionEntries = 4 * kRingEntries;
+
+// What a completion is about, in the low bits of its user_data (the rest is the Slot).
+enum Op : uint64_t { kIgnore = 0, kPoll = 1, kRecv = 2, kSend = 3, kRemove = 4 };
+constexpr uint64_t kOpMask = 7;
+
+constexpr unsigned kSocketEvents = POLLIN | POLLOUT | POLLRDHUP;
+constexpr std::size_t kSlotBlock = 1024;
 }  // namespace
 
-Poller::Poller(boost::asio::io_context& io)
+// One io_uring registration: the multishot poll of a descriptor, and the name its reads and
+// writes complete under. It outlives its target: remove() only clears `target`, and the slot
+// is reused once the kernel has confirmed the poll's end, so a completion never reaches a
+// destroyed target.
+struct alignas(8) Poller::Slot {
+  PollTarget* target = nullptr;
+  int fd = -1;
+  unsigned events = kSocketEvents;
+  bool armed = false;    // the kernel holds the poll; its last completion has not come yet
+  uint8_t removals = 0;  // POLL_REMOVE requests on their way: the slot stays until they end
+  Slot* next_free = nullptr;
+};
+
+// The eventfd that wake() writes, as a target (io_uring; epoll names it with a null pointer).
+class Poller::Wake final : public PollTarget {
+ public:
+  explicit Wake(Poller& poller) : poller_(poller) {}
+  void on_poll(uint32_t) override { poller_.drain_wake_fd(); }
+  void on_ready() override {}
+
+ private:
+  Poller& poller_;
+};
+
+Poller::Poller(boost::asio::io_context& io, IoMode mode)
     : io_(io),
       work_(io.get_executor()),
-      epoll_fd_(checked(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")),
       wake_fd_(checked(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd")) {
+  if (mode != IoMode::epoll) {
+    std::string why;
+    if (open_ring(why)) {
+      add_slot_block();
+      wake_target_ = std::make_unique<Wake>(*this);
+      Slot* slot = new_slot(*wake_target_, wake_fd_);
+      slot->events = POLLIN;  // an eventfd is always writable: only a write to it matters
+      arm_poll(*slot);
+      return;
+    }
+    if (mode == IoMode::io_uring) {
+      ::close(wake_fd_);
+      throw std::system_error(EOPNOTSUPP, std::generic_category(),
+                              "server.io = \"io_uring\": " + why);
+    }
+    fallback_reason_ = why;
+  }
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLET;
   ev.data.ptr = nullptr;  // the wake-up descriptor is the one target without an object
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+  if (epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
     const int e = errno;
     ::close(wake_fd_);
-    ::close(epoll_fd_);
-    throw std::system_error(e, std::generic_category(), "epoll_ctl(eventfd)");
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    throw std::system_error(e, std::generic_category(), "epoll");
   }
 }
 
@@ -48,16 +107,210 @@ Poller::~Poller() {
     t->queued_ = false;
     t->release();
   }
+  while (PollTarget* t = io_head_) {
+    io_head_ = t->io_next_;
+    t->io_queued_ = false;
+    t->release();
+  }
+  if (uring_) io_uring_queue_exit(uring_.get());  // ends every poll the kernel still holds
   ::close(wake_fd_);
-  ::close(epoll_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+bool Poller::open_ring(std::string& why) {
+  auto ring = std::make_unique<io_uring>();
+  io_uring_params params{};
+  // One thread submits (the reactor's, enabled in run()); completions are processed only when
+  // it enters the ring, never by interrupting it.
+  params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED |
+                 IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+  params.cq_entries = kCompletionEntries;
+  if (const int r = io_uring_queue_init_params(kRingEntries, ring.get(), &params); r < 0) {
+    why = std::string("the kernel refused an io_uring with deferred task work (") +
+          std::strerror(-r) + "); it needs Linux 6.1 or later and io_uring not disabled";
+    return false;
+  }
+  if ((params.features & IORING_FEAT_NODROP) == 0) {
+    io_uring_queue_exit(ring.get());
+    why = "the kernel's io_uring may drop completions (no IORING_FEAT_NODROP)";
+    return false;
+  }
+  uring_ = std::move(ring);
+  return true;
+}
+
+void Poller::add_slot_block() {
+  slot_blocks_.push_back(std::make_unique<Slot[]>(kSlotBlock));
+  Slot* block = slot_blocks_.back().get();
+  for (std::size_t i = 0; i < kSlotBlock; ++i) free_slot(block[i]);
+}
+
+Poller::Slot* Poller::new_slot(PollTarget& target, int fd) {
+  if (free_slots_ == nullptr) add_slot_block();  // past the first 1024 sockets at once
+  Slot* slot = free_slots_;
+  free_slots_ = slot->next_free;
+  *slot = Slot{&target, fd, kSocketEvents, false, 0, nullptr};
+  target.slot_ = slot;
+  return slot;
+}
+
+void Poller::free_slot(Slot& slot) {
+  slot.target = nullptr;
+  slot.next_free = free_slots_;
+  free_slots_ = &slot;
 }
 
 int Poller::add(int fd, PollTarget& target) {
+  if (uring_) {
+    arm_poll(*new_slot(target, fd));
+    return 0;
+  }
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.ptr = &target;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
   return 0;
+}
+
+void Poller::remove(PollTarget& target) {
+  auto* slot = static_cast<Slot*>(target.slot_);
+  if (slot == nullptr) return;
+  target.slot_ = nullptr;
+  slot->target = nullptr;
+  if (!slot->armed) {
+    free_slot(*slot);
+  } else if (!ring_done_) {  // once the ring is done, closing it ends the poll
+    request_removal(*slot);
+  }
+}
+
+void Poller::request_removal(Slot& slot) {
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_poll_remove(sqe, reinterpret_cast<uint64_t>(&slot) | kPoll);
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(&slot) | kRemove);
+  ++slot.removals;
+  ++removals_;
+}
+
+void Poller::arm_poll(Slot& slot) {
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_poll_multishot(sqe, slot.fd, slot.events);
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(&slot) | kPoll);
+  slot.armed = true;
+}
+
+io_uring_sqe* Poller::next_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(uring_.get());
+  while (sqe == nullptr) {
+    // The queue is full: hand it to the kernel now. The completions wait in the completion
+    // queue for reap(); a read or write submitted here still completes in this turn.
+    io_uring_submit(uring_.get());
+    sqe = io_uring_get_sqe(uring_.get());
+  }
+  return sqe;
+}
+
+void Poller::want_io(PollTarget& target) {
+  if (target.io_queued_) return;
+  target.io_queued_ = true;
+  target.hold();
+  target.io_next_ = nullptr;
+  if (io_tail_ != nullptr) {
+    io_tail_->io_next_ = &target;
+  } else {
+    io_head_ = &target;
+  }
+  io_tail_ = &target;
+}
+
+void Poller::prepare_recv(PollTarget& target, int fd, char* data, std::size_t cap) {
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_recv(sqe, fd, data, cap, MSG_DONTWAIT);
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(target.slot_) | kRecv);
+}
+
+void Poller::prepare_send(PollTarget& target, int fd, const char* data, std::size_t len) {
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_send(sqe, fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(target.slot_) | kSend);
+}
+
+void Poller::submit_wanted_io() {
+  while (PollTarget* t = io_head_) {
+    io_head_ = t->io_next_;
+    if (io_head_ == nullptr) io_tail_ = nullptr;
+    t->io_next_ = nullptr;
+    t->io_queued_ = false;
+    t->submit_io();
+    t->release();
+  }
+}
+
+void Poller::enter(bool wait) {
+  // Submits what is prepared and runs the kernel's deferred work (poll wake-ups), which posts
+  // their completions; with `wait`, blocks until there is at least one.
+  const int r = wait ? io_uring_submit_and_wait(uring_.get(), 1)
+                     : io_uring_submit_and_get_events(uring_.get());
+  if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
+    throw std::system_error(-r, std::generic_category(), "io_uring_enter");
+  }
+}
+
+void Poller::reap() {
+  io_uring* ring = uring_.get();
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
+    unsigned head = 0;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      ++seen;
+      const uint64_t data = cqe->user_data;
+      const uint64_t op = data & kOpMask;
+      if (op == kIgnore) continue;
+      auto* slot = reinterpret_cast<Slot*>(data & ~kOpMask);
+      PollTarget* t = slot->target;
+      if (op == kRemove) {
+        --slot->removals;
+        --removals_;
+        // EALREADY: the poll was being woken and could not be cancelled; it is still armed
+        // (a multishot poll goes on), so ask again. The slot stays ours until it ends.
+        if (cqe->res == -EALREADY && slot->armed && t == nullptr && !ring_done_) {
+          request_removal(*slot);
+        } else if (!slot->armed && t == nullptr && slot->removals == 0) {
+          free_slot(*slot);
+        }
+        continue;
+      }
+      if (op == kPoll) {
+        const bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
+        if (!more) slot->armed = false;
+        if (t == nullptr) {  // removed: this was (or will be followed by) its last word
+          if (!more && slot->removals == 0) free_slot(*slot);
+          continue;
+        }
+        if (stopped_) continue;  // the loop is over: nobody would run the target
+        if (cqe->res < 0) {      // the descriptor is unusable: its owner finds out on its next step
+          t->on_polled(POLLERR | POLLHUP);
+          defer(*t);
+          continue;
+        }
+        t->on_polled(static_cast<uint32_t>(cqe->res));
+        defer(*t);
+        if (!more) arm_poll(*slot);  // the kernel ended the multishot (e.g. a full queue)
+        continue;
+      }
+      if (t == nullptr || stopped_) continue;  // operations end in the turn they start
+      t->on_io(op == kSend, cqe->res);
+      defer(*t);
+    }
+    if (seen == 0) return;
+    io_uring_cq_advance(ring, seen);
+  }
+}
+
+void Poller::drain_wake_fd() {
+  uint64_t count = 0;
+  [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof(count));
 }
 
 void Poller::defer(PollTarget& target) {
@@ -115,6 +368,57 @@ void Poller::stop() {
 
 void Poller::run() {
   owner_ = std::this_thread::get_id();
+  if (uring_) return run_uring();
+  run_epoll();
+}
+
+void Poller::run_uring() {
+  // The ring was made disabled so that the thread that runs it becomes its single issuer.
+  // (liburing 2.3 declares io_uring_enable_rings() but does not export it.)
+  if (::syscall(__NR_io_uring_register, uring_->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr,
+                0) != 0) {
+    throw std::system_error(errno, std::generic_category(), "io_uring enable");
+  }
+  while (!stopped_) {
+    io_.poll();  // work posted from other threads; no system call (no I/O objects)
+    run_inbox();
+    run_ready();
+    if (stopped_) break;
+    submit_wanted_io();
+    // Block only when nothing is ready; the tick timer bounds the wait anyway. The reads and
+    // writes just submitted complete at once, so a wait for one completion returns then.
+    const bool more = ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr;
+    enter(!more);
+    reap();
+    run_ready();
+  }
+  io_.poll();  // what was posted before stop() still runs (it may hold references)
+  run_inbox();
+  finish_removals();
+  while (PollTarget* t = io_head_) {  // reads and writes nobody will submit any more
+    io_head_ = t->io_next_;
+    t->io_queued_ = false;
+    t->release();
+  }
+  io_tail_ = nullptr;
+}
+
+// The loop has ended, but the sockets closed on its last turns (a drain closes the
+// listeners) are still held by their polls until the kernel has seen the removals: without
+// this a listener of a reactor that finished draining early would keep taking connections
+// nobody accepts while the others drain. Bounded: at most about a second.
+void Poller::finish_removals() {
+  __kernel_timespec step{};
+  step.tv_nsec = 10'000'000;
+  for (int i = 0; i < 100 && removals_ > 0; ++i) {
+    io_uring_cqe* cqe = nullptr;
+    io_uring_submit_and_wait_timeout(uring_.get(), &cqe, 1, &step, nullptr);
+    reap();  // after stop() it records nothing for live targets
+  }
+  ring_done_ = true;
+}
+
+void Poller::run_epoll() {
   std::array<epoll_event, kBatch>& events = batch();
   while (!stopped_) {
     io_.poll();  // work posted from other threads; no system call (no I/O objects)
@@ -148,8 +452,7 @@ void Poller::dispatch(int n) {
     if (PollTarget* t = target(i)) {
       t->on_poll(events[i].events);
     } else {  // the wake-up: empty the eventfd; the next turn runs the io_context
-      uint64_t count = 0;
-      [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof(count));
+      drain_wake_fd();
     }
   }
   for (int i = 0; i < n; ++i) {
@@ -163,7 +466,11 @@ void Poller::run_ready() {
     if (ready_head_ == nullptr) ready_tail_ = nullptr;
     t->ready_next_ = nullptr;
     t->queued_ = false;
-    t->on_ready();
+    if (const uint32_t events = std::exchange(t->polled_, 0); events != 0) {
+      t->on_poll(events);  // io_uring: readiness recorded by reap()
+    } else {
+      t->on_ready();
+    }
     t->release();
   }
 }

@@ -1,15 +1,29 @@
-// A reactor's event loop: one edge-triggered epoll set that holds every socket of the reactor
-// (listeners, clients, backends) plus its tick timer and its wake-up descriptor, and that
-// remembers, for each socket, what the kernel last reported.
+// A reactor's event loop over one of two kernel interfaces, chosen when the reactor starts
+// (`server.io`, docs/configuration.md):
+//
+//  - epoll: one edge-triggered epoll set holds every socket of the reactor (listeners, clients,
+//    backends) plus its tick timer and its wake-up descriptor; a socket is read or written with
+//    its own system call when the kernel has said it can make progress.
+//  - io_uring: the same readiness, reported by a multishot poll per descriptor on one ring, and
+//    the reads and writes themselves go through the ring too: every recv and send the loop
+//    wants in a turn is submitted together, with MSG_DONTWAIT, in the one `io_uring_enter` that
+//    also collects the next events. On a virtual machine, where a system call costs a
+//    microsecond or more, that removes most of the per-request kernel entries
+//    (docs/BENCHMARKS.md has the figures). MSG_DONTWAIT makes each operation finish inside the
+//    call that submitted it (data, or EAGAIN until the next readiness event), so no operation
+//    is ever outstanding across a turn: a buffer is never written after the loop has moved on,
+//    and closing a socket needs no cancellation of reads or writes.
+//
+// Either way the loop remembers, for each socket, what the kernel last reported, and a socket's
+// owner reads only when data can be there.
 //
 // Why not Asio's reactor: Asio's epoll reactor either tries a read at once when one is
 // started (a `recv` that finds nothing when the peer cannot have sent yet) or, for a plain
 // wait, re-arms its registration with an `epoll_ctl` per wait, and each step of a request
 // goes back through the io_context's queue, which polls the kernel again between steps. A
 // proxied request paid about one system call more than HAProxy and woke up more often
-// (docs/BENCHMARKS.md has the figures). Here a socket is registered once; its owner reads only
-// when data can be there; one `epoll_wait` serves a whole batch of requests from first byte to
-// response.
+// (docs/BENCHMARKS.md has the figures). Asio's io_uring service submits each operation on its
+// own and measured slower still.
 //
 // The reactor's io_context stays: it carries work posted from other threads (drain, shutdown,
 // later configuration swaps and admission grants). The loop runs it on every turn, and
@@ -20,15 +34,24 @@
 // to a writable socket, a read of a socket known to hold data) is queued and run before the
 // loop waits again; an operation never completes inside the call that started it.
 //
-// Thread-safety: wake() from any thread; everything else on the reactor thread.
+// Thread-safety: wake() and send() from any thread; everything else on the reactor thread
+// (and, before run(), on the thread that builds the reactor).
 #pragma once
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
+
+#include "floodgate/proxy/params.h"
+
+struct io_uring;
+struct io_uring_sqe;
 
 namespace floodgate::proxy {
 
@@ -42,13 +65,31 @@ class PollTarget {
   virtual void hold() {}
   virtual void release() {}
 
+  // io_uring only. While the loop collects a batch of completions it only records them:
+  // `on_polled` notes readiness (the default keeps it for on_poll() on the ready list), and
+  // `on_io` the result of a recv or send this target submitted (the Stream). Nothing else runs
+  // until the whole batch is recorded, so a handler never meets a completion that belongs to
+  // a socket it has just dropped.
+  virtual void on_polled(uint32_t events) { polled_ |= events; }
+  virtual void on_io(bool is_send, int result) {
+    (void)is_send;
+    (void)result;
+  }
+  // io_uring only: prepares this target's reads and writes (Poller::prepare_recv/send). Called
+  // for each target that asked with Poller::want_io(), right before the ring is entered.
+  virtual void submit_io() {}
+
  protected:
   ~PollTarget() = default;
 
  private:
   friend class Poller;
   PollTarget* ready_next_ = nullptr;
+  PollTarget* io_next_ = nullptr;
+  void* slot_ = nullptr;  // io_uring: the registration that names this target
+  uint32_t polled_ = 0;   // io_uring: readiness recorded for on_poll()
   bool queued_ = false;
+  bool io_queued_ = false;
 };
 
 // Work handed to a reactor by another thread without allocating: an intrusive node the sender
@@ -64,16 +105,36 @@ struct RemoteTask {
 
 class Poller {
  public:
-  explicit Poller(boost::asio::io_context& io);
+  // Builds the loop on `mode`'s interface. IoMode::automatic takes io_uring when the kernel
+  // offers what the loop needs (Linux 6.1: single-issuer rings with deferred task work,
+  // multishot poll) and epoll otherwise; IoMode::io_uring throws std::system_error when it
+  // cannot have it.
+  Poller(boost::asio::io_context& io, IoMode mode);
   ~Poller();
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
-  // Registers a descriptor (edge-triggered: readable, writable, peer closed). The
-  // registration ends by itself when the descriptor is closed. Returns 0 or an errno value.
+  IoEngine engine() const { return uring_ != nullptr ? IoEngine::io_uring : IoEngine::epoll; }
+  bool uses_uring() const { return uring_ != nullptr; }
+  // Why IoMode::automatic fell back to epoll (empty when it did not).
+  const std::string& fallback_reason() const { return fallback_reason_; }
+
+  // Registers a descriptor (edge-triggered: readable, writable, peer closed). Returns 0 or an
+  // errno value. With epoll the registration ends by itself when the descriptor is closed;
+  // with io_uring the owner calls remove() before it closes the descriptor.
   int add(int fd, PollTarget& target);
+  // Ends `target`'s registration (io_uring; a no-op with epoll). Events still on their way for
+  // it are dropped, so the target may be destroyed right after.
+  void remove(PollTarget& target);
   // Queues `target` on the ready list (once; no-op if queued).
   void defer(PollTarget& target);
+
+  // io_uring: asks for target.submit_io() before the next entry into the ring (once).
+  void want_io(PollTarget& target);
+  // io_uring, from submit_io(): a recv into [data, data + cap) / a send of [data, data + len)
+  // on `target`'s descriptor, completing with on_io() in this turn.
+  void prepare_recv(PollTarget& target, int fd, char* data, std::size_t cap);
+  void prepare_send(PollTarget& target, int fd, const char* data, std::size_t len);
 
   // Runs the loop on the calling thread until stop().
   void run();
@@ -89,13 +150,42 @@ class Poller {
   void run_inbox();
 
  private:
+  struct Slot;
+  class Wake;
+
+  void run_epoll();
+  void run_uring();
   void dispatch(int n);
   void run_ready();
+  void drain_wake_fd();
+  // io_uring.
+  bool open_ring(std::string& why);
+  void arm_poll(Slot& slot);
+  void request_removal(Slot& slot);
+  void finish_removals();
+  io_uring_sqe* next_sqe();
+  void submit_wanted_io();
+  void enter(bool wait);
+  void reap();
+  Slot* new_slot(PollTarget& target, int fd);
+  void free_slot(Slot& slot);
+  void add_slot_block();
 
   boost::asio::io_context& io_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  std::unique_ptr<io_uring> uring_;  // null: epoll
+  std::unique_ptr<Wake> wake_target_;
+  // Slots come in blocks (the first one made with the poller) and are reused through an
+  // intrusive free list: registering a socket allocates nothing in steady state.
+  std::vector<std::unique_ptr<Slot[]>> slot_blocks_;
+  Slot* free_slots_ = nullptr;
+  std::string fallback_reason_;
+  int removals_ = 0;        // POLL_REMOVE requests the kernel has not answered yet
+  bool ring_done_ = false;  // the loop and its last removals are over: no more submissions
+  PollTarget* io_head_ = nullptr;
+  PollTarget* io_tail_ = nullptr;
   // A Treiber stack of RemoteTasks, newest first: senders push with a compare-and-swap, the
   // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
   std::atomic<RemoteTask*> inbox_{nullptr};

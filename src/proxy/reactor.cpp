@@ -31,7 +31,7 @@ std::size_t block_size(std::size_t fields, std::size_t data) {
 
 Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log)
     : index_(index),
-      poller_(std::make_unique<Poller>(io_)),
+      poller_(std::make_unique<Poller>(io_, snapshot->server.io)),
       access_log_(access_log),
       wheel_(kTick),
       ticker_(std::make_unique<Ticker>(*this)),
@@ -114,7 +114,10 @@ class Reactor::Listener final : public PollTarget {
   const std::string& key() const { return key_; }
   void close() {
     retry_.cancel();
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      reactor_.poller_->remove(*this);
+      ::close(fd_);
+    }
     fd_ = -1;
   }
   void on_poll(uint32_t) override { accept(); }
@@ -154,7 +157,10 @@ class Reactor::Ticker final : public PollTarget {
     fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create");
   }
-  ~Ticker() { ::close(fd_); }
+  ~Ticker() {
+    reactor_.poller_->remove(*this);
+    ::close(fd_);
+  }
   Ticker(const Ticker&) = delete;
   Ticker& operator=(const Ticker&) = delete;
 
@@ -239,6 +245,14 @@ void Reactor::start() {
     poller_->run();
     finished_.store(true, std::memory_order_release);
   });
+}
+
+IoEngine Reactor::io_engine() const {
+  return poller_->engine();
+}
+
+std::string Reactor::io_fallback_reason() const {
+  return poller_->fallback_reason();
 }
 
 void Reactor::join() {

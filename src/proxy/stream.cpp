@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/error.hpp>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "session.h"
@@ -60,7 +62,38 @@ void Stream::connect(const asio::ip::tcp::endpoint& to, Done done) {
 
 void Stream::read_some(char* data, std::size_t cap, Done done) {
   read_ = ReadOp{data, cap, done};
+  if (carry_) {  // a cancelled read had taken these already (io_uring)
+    int result = carry_result_;
+    if (result > 0) {
+      const std::size_t n = std::min(static_cast<std::size_t>(result), cap);
+      std::memmove(data, carry_data_, n);
+      carry_data_ += n;
+      carry_result_ -= static_cast<int>(n);
+      result = static_cast<int>(n);
+    }
+    carry_ = carry_result_ > 0;
+    read_result_ = result;
+    read_done_ = true;
+    return poller_.defer(*this);
+  }
   if (readable_) poller_.defer(*this);  // otherwise the poller reports when data is there
+}
+
+void Stream::cancel_read() {
+  if (read_done_ && read_.done != nullptr) {
+    if (!carry_) {
+      carry_data_ = read_.data;
+      carry_result_ = read_result_;
+      carry_ = true;
+    } else if (read_result_ > 0 && read_.data + read_result_ == carry_data_) {
+      // Part of an earlier carry, not yet delivered, right in front of the rest of it (a
+      // session reads again where it read before, so that is the only case there is).
+      carry_data_ = read_.data;
+      carry_result_ += read_result_;
+    }
+  }
+  read_done_ = false;
+  read_ = ReadOp{};
 }
 
 void Stream::write(const char* data, std::size_t len, Done done) {
@@ -73,6 +106,10 @@ void Stream::shutdown_send() {
 }
 
 void Stream::drop_pending() {
+  // Bytes a dropped read already took (io_uring) belong to nobody: the connection cannot be
+  // reused, as if they were still waiting in the socket.
+  if (read_done_ || carry_) peer_closed_ = true;
+  read_done_ = write_done_ = carry_ = false;
   read_ = ReadOp{};
   write_ = WriteOp{};
   connecting_ = false;
@@ -82,13 +119,14 @@ void Stream::drop_pending() {
 void Stream::close() {
   drop_pending();
   if (fd_ >= 0) {
-    ::close(fd_);  // also leaves the poller's epoll set
+    poller_.remove(*this);
+    ::close(fd_);  // with epoll this also leaves the epoll set
     fd_ = -1;
   }
 }
 
 bool Stream::quiet() {
-  if (fd_ < 0 || peer_closed_) return false;
+  if (fd_ < 0 || peer_closed_ || read_done_ || carry_) return false;
   if (!readable_) return true;
   char byte = 0;
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -99,14 +137,90 @@ bool Stream::quiet() {
   return false;
 }
 
-void Stream::on_poll(uint32_t events) {
+void Stream::note_events(uint32_t events) {
+  // poll(2) and epoll report with the same bits.
   if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) peer_closed_ = true;
   if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) readable_ = true;
   if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) writable_ = true;
+}
+
+void Stream::on_poll(uint32_t events) {
+  note_events(events);
   on_ready();
 }
 
+void Stream::on_polled(uint32_t events) {
+  note_events(events);  // in completion order; on_ready() follows from the ready list
+}
+
+void Stream::on_io(bool is_send, int result) {
+  if (is_send) {
+    write_submitted_ = false;
+    if (result == -EAGAIN || result == -EWOULDBLOCK) {
+      writable_ = false;  // the poller reports when there is room again
+    } else if (result < 0 && result != -EINTR) {
+      write_error_ = -result;
+      write_done_ = true;
+    } else if (result > 0) {
+      write_.sent += static_cast<std::size_t>(result);
+      write_done_ = write_.sent == write_.len;  // short: the rest goes in the next submission
+    }
+    return;
+  }
+  read_submitted_ = false;
+  if (result == -EAGAIN || result == -EWOULDBLOCK) {
+    readable_ = false;
+    return;
+  }
+  if (result == -EINTR) return;
+  read_result_ = result;
+  read_done_ = true;
+  // As in perform_read(): a short read emptied the socket.
+  if (result > 0 && static_cast<std::size_t>(result) < read_.cap && !peer_closed_) {
+    readable_ = false;
+  }
+}
+
+void Stream::submit_io() {
+  if (fd_ < 0 || connecting_) return;
+  if (write_.done != nullptr && writable_ && !write_done_ && !write_submitted_) {
+    poller_.prepare_send(*this, fd_, write_.data + write_.sent, write_.len - write_.sent);
+    write_submitted_ = true;
+  }
+  if (read_.done != nullptr && readable_ && !read_done_ && !read_submitted_) {
+    poller_.prepare_recv(*this, fd_, read_.data, read_.cap);
+    read_submitted_ = true;
+  }
+}
+
+void Stream::ready_uring() {
+  // A completion may start, drop or close anything: every step re-checks.
+  if (write_.done != nullptr && !connecting_ && write_.sent == write_.len) write_done_ = true;
+  if (write_done_) {
+    write_done_ = false;
+    const WriteOp op = std::exchange(write_, WriteOp{});
+    const int e = std::exchange(write_error_, 0);
+    complete(op.done, e != 0 ? errno_code(e) : error_code{}, e != 0 ? op.sent : op.len);
+  }
+  if (read_done_ && read_.done != nullptr) {
+    read_done_ = false;
+    const ReadOp op = std::exchange(read_, ReadOp{});
+    const int r = read_result_;
+    if (r > 0) {
+      complete(op.done, {}, static_cast<std::size_t>(r));
+    } else {
+      complete(op.done, r == 0 ? error_code(asio::error::eof) : errno_code(-r), 0);
+    }
+  }
+  if (connecting_) perform_connect();  // also reports a connect that failed at once
+  if (fd_ < 0 || connecting_) return;
+  const bool write_wanted = write_.done != nullptr && writable_;
+  const bool read_wanted = read_.done != nullptr && readable_ && !read_done_;
+  if (write_wanted || read_wanted) poller_.want_io(*this);
+}
+
 void Stream::on_ready() {
+  if (poller_.uses_uring()) return ready_uring();
   // A completion may start, drop or close anything: every step re-checks.
   if (connecting_) {
     perform_connect();

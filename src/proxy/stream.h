@@ -47,8 +47,9 @@ class Stream : public PollTarget {
   // Closes the socket (it leaves the epoll set) and drops pending operations.
   void close();
   void drop_pending();
-  // Drops a pending read (no bytes are lost: a read takes data only when it completes).
-  void cancel_read() { read_ = ReadOp{}; }
+  // Drops a pending read. No bytes are lost: what it already took (io_uring) is handed to
+  // the next read, whose buffer must not overlap a different live use of the old one.
+  void cancel_read();
   bool is_open() const { return fd_ >= 0; }
   int native_handle() const { return fd_; }
   // True when nothing unread is waiting (costs a syscall only when readiness was reported
@@ -58,6 +59,9 @@ class Stream : public PollTarget {
   // PollTarget.
   void on_poll(uint32_t events) override;
   void on_ready() override;
+  void on_polled(uint32_t events) override;
+  void on_io(bool is_send, int result) override;
+  void submit_io() override;
 
  protected:
   ~Stream();
@@ -78,9 +82,11 @@ class Stream : public PollTarget {
     Done done = nullptr;
   };
 
+  void note_events(uint32_t events);
   void perform_connect();
   void perform_write();
   void perform_read();
+  void ready_uring();
   void complete(Done done, const boost::system::error_code& ec, std::size_t n);
 
   Poller& poller_;
@@ -92,6 +98,18 @@ class Stream : public PollTarget {
   boost::system::error_code connect_error_;  // a connect that failed at once
   ReadOp read_;
   WriteOp write_;  // also holds the connect completion while connecting_
+  // io_uring: an operation is submitted (only ever between a turn's submit and its reap), or
+  // its result is recorded and waits for delivery from the ready list.
+  bool read_submitted_ = false;
+  bool write_submitted_ = false;
+  bool read_done_ = false;
+  bool write_done_ = false;
+  int read_result_ = 0;  // bytes, 0 for EOF, or -errno
+  int write_error_ = 0;  // errno of a failed send
+  // Bytes (or the EOF or error) a cancelled read had already taken, for the next read.
+  const char* carry_data_ = nullptr;
+  int carry_result_ = 0;
+  bool carry_ = false;
 };
 
 }  // namespace floodgate::proxy

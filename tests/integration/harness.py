@@ -151,6 +151,8 @@ class Floodgate:
     def config(self):
         server = {"listen": ["127.0.0.1:%d" % self.port], "workers": self.workers,
                   "header_timeout": "10s", "idle_timeout": "60s", "drain_timeout": "10s"}
+        if os.environ.get("FLOODGATE_TEST_IO"):  # the suite's epoll lane (CMakeLists.txt)
+            server["io"] = os.environ["FLOODGATE_TEST_IO"]
         server.update(self.server_overrides)
         log = {"level": "info", "access_log": self.access_log_path, "access_log_format": "json"}
         log.update(self.log_overrides)

@@ -172,6 +172,16 @@ class Reloads(FloodgateTestCase):
         self.assertIn("server.workers", [e["path"] for e in body["errors"]])
         self.assertEqual(self.generation(), before)
 
+    def test_event_loop_interface_cannot_change_on_reload(self):
+        before = self.generation()
+        cfg = json.loads(json.dumps(self.base))
+        cfg["server"]["io"] = "io_uring" if cfg["server"].get("io") == "epoll" else "epoll"
+        status, body = admin_post(self.fg.admin_port, "/config/activate", render_toml(cfg).encode())
+        self.assertEqual(status, 422)
+        self.assertFalse(body["valid"])
+        self.assertIn("server.io", [e["path"] for e in body["errors"]])
+        self.assertEqual(self.generation(), before)
+
     # --- listeners -------------------------------------------------------------------------
     def test_listener_added_and_removed_on_reload_without_dropping_connections(self):
         port = free_port()

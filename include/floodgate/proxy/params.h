@@ -13,6 +13,11 @@ namespace floodgate {
 
 using Millis = std::chrono::milliseconds;
 
+// The kernel interface the reactors' event loops use (server.io).
+enum class IoMode { automatic, io_uring, epoll };
+// What a reactor actually runs on.
+enum class IoEngine { epoll, io_uring };
+
 struct ServerParams {
   std::vector<Endpoint> listen{Endpoint{"127.0.0.1", 8080, "127.0.0.1:8080"}};
   unsigned workers = 0;               // 0 = one reactor per core
@@ -24,6 +29,7 @@ struct ServerParams {
   Millis idle_timeout{60'000};        // idle keep-alive client connection
   Millis drain_timeout{30'000};       // SIGTERM: finish in-flight requests for at most this long
   Millis retirement_grace{30'000};    // reload: how long the old generation's requests may run
+  IoMode io = IoMode::automatic;      // event loop interface; fixed while floodgate runs
 };
 
 struct AdminParams {

@@ -88,6 +88,10 @@ class Reactor {
 
   // --- reactor thread only ---
   Poller& poller() { return *poller_; }
+  // The kernel interface this reactor's loop runs on, and why server.io = "auto" fell back to
+  // epoll (empty when it did not).
+  IoEngine io_engine() const;
+  std::string io_fallback_reason() const;
   // The generation new requests start on.
   const Snapshot& snapshot() const { return *current_->snapshot; }
   const Ref<ReactorGeneration>& current() const { return current_; }

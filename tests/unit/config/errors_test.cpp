@@ -16,7 +16,7 @@ using testing::only;
 TEST(ConfigErrors, RejectsAnUnknownKeyListingTheKnownOnes) {
   EXPECT_EQ(only(load_with("[server]\nthreads = 4")),
             "test.toml:2:1: error: server.threads: unknown key 'threads' in [server]; expected "
-            "one of: listen, workers, max_header_bytes, max_headers, max_uri_bytes, "
+            "one of: listen, workers, io, max_header_bytes, max_headers, max_uri_bytes, "
             "max_body_bytes, header_timeout, idle_timeout, drain_timeout, retirement_grace");
 }
 
@@ -145,6 +145,12 @@ TEST(ConfigErrors, RejectsUnknownLogLevelAndFormat) {
   EXPECT_EQ(r.diagnostics[0].message,
             "unknown value \"verbose\"; expected trace, debug, info, warn, error, critical or off");
   EXPECT_EQ(r.diagnostics[1].message, "unknown value \"text\"; expected json or combined");
+}
+
+TEST(ConfigErrors, RejectsAnUnknownEventLoopInterface) {
+  EXPECT_EQ(only(load_with("[server]\nio = \"uring\"")),
+            "test.toml:2:1: error: server.io: unknown value \"uring\"; expected auto, io_uring "
+            "or epoll");
 }
 
 TEST(ConfigErrors, RejectsAnEmptyAccessLog) {

@@ -26,6 +26,7 @@ TEST(ConfigLoad, UsesStructDefaultsForEverythingNotWritten) {
   EXPECT_EQ(r.config->server.workers, server.workers);
   EXPECT_EQ(r.config->server.max_header_bytes, server.max_header_bytes);
   EXPECT_EQ(r.config->server.header_timeout, server.header_timeout);
+  EXPECT_EQ(r.config->server.io, IoMode::automatic);
   EXPECT_EQ(r.config->admin.listen, AdminParams{}.listen);
   EXPECT_EQ(r.config->log.level, LogLevel::info);
   EXPECT_EQ(r.config->log.access_log, "stderr");
@@ -54,6 +55,7 @@ constexpr std::string_view kEveryKey = R"(
 [server]
 listen = ["127.0.0.1:8080", "[::1]:8081", "localhost:0"]
 workers = 4
+io = "epoll"
 max_header_bytes = 32768
 max_headers = 64
 max_uri_bytes = 4096
@@ -102,6 +104,7 @@ TEST(ConfigLoad, ReadsEveryServerAdminAndLogKey) {
                                              {"::1", 8081, "[::1]:8081"},
                                              {"127.0.0.1", 0, "localhost:0"}}));
   EXPECT_EQ(s.workers, 4u);
+  EXPECT_EQ(s.io, IoMode::epoll);
   EXPECT_EQ(s.max_header_bytes, 32768u);
   EXPECT_EQ(s.max_headers, 64u);
   EXPECT_EQ(s.max_uri_bytes, 4096u);
