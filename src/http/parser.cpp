@@ -41,7 +41,7 @@ struct ParserCallbacks {
         return fail(p, s.is_request_ ? Reason::header_too_large : Reason::upstream_bad_response,
                     "too many header fields");
       }
-      s.fields_[s.field_count_++] = {static_cast<uint32_t>(at - s.base_), 0, 0, 0};
+      s.fields_[s.field_count_++] = {static_cast<uint32_t>(at - s.base_), 0, 0, 0, Field::other};
       s.in_value_ = false;
     }
     s.fields_[s.field_count_ - 1].name_len += static_cast<uint32_t>(n);
@@ -67,10 +67,14 @@ struct ParserCallbacks {
 
   static int on_header_value_complete(llhttp_t* p) {
     Parser& s = self(p);
-    if (s.in_head_ && !s.in_value_) {  // empty value: llhttp sends no value span
-      s.fields_[s.field_count_ - 1].value_off = s.fields_[s.field_count_ - 1].name_off;
+    if (!s.in_head_) return 0;
+    HeaderField& f = s.fields_[s.field_count_ - 1];
+    if (!s.in_value_) {  // empty value: llhttp sends no value span
+      f.value_off = f.name_off;
       s.in_value_ = true;
     }
+    f.kind = classify({s.base_ + f.name_off, f.name_len});  // the name is complete now
+    s.kinds_seen_ |= bit(f.kind);
     return 0;
   }
 
@@ -136,7 +140,7 @@ void Parser::begin(const char* base, HeaderField* fields, const HeadLimits& limi
   limits_ = limits;
   parsed_ = head_end_ = line_end_ = 0;
   content_length_ = 0;
-  url_off_ = url_len_ = field_count_ = 0;
+  url_off_ = url_len_ = field_count_ = kinds_seen_ = 0;
   in_head_ = in_value_ = head_done_ = message_done_ = false;
   no_body_ = false;
   error_reason_ = Reason::none;

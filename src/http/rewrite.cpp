@@ -4,64 +4,12 @@
 #include <string>
 
 #include "floodgate/core/ascii.h"
+#include "floodgate/http/field.h"
 
 namespace floodgate::http {
 namespace {
 
 using ascii::iequals;
-
-// Fields a proxy treats specially. Everything else is copied unchanged.
-enum class Field {
-  other,
-  host,
-  connection,
-  keep_alive,
-  proxy_connection,
-  te,
-  trailer,
-  transfer_encoding,
-  upgrade,
-  x_forwarded_for,
-  x_forwarded_proto,
-  x_forwarded_host,
-  via,
-  x_request_id,
-  expect,
-  content_length,
-};
-
-Field classify(std::string_view n) {
-  switch (n.size()) {
-    case 2:
-      return iequals(n, "te") ? Field::te : Field::other;
-    case 3:
-      return iequals(n, "via") ? Field::via : Field::other;
-    case 4:
-      return iequals(n, "host") ? Field::host : Field::other;
-    case 6:
-      return iequals(n, "expect") ? Field::expect : Field::other;
-    case 7:
-      if (iequals(n, "trailer")) return Field::trailer;
-      return iequals(n, "upgrade") ? Field::upgrade : Field::other;
-    case 10:
-      if (iequals(n, "connection")) return Field::connection;
-      return iequals(n, "keep-alive") ? Field::keep_alive : Field::other;
-    case 12:
-      return iequals(n, "x-request-id") ? Field::x_request_id : Field::other;
-    case 14:
-      return iequals(n, "content-length") ? Field::content_length : Field::other;
-    case 15:
-      return iequals(n, "x-forwarded-for") ? Field::x_forwarded_for : Field::other;
-    case 16:
-      if (iequals(n, "proxy-connection")) return Field::proxy_connection;
-      return iequals(n, "x-forwarded-host") ? Field::x_forwarded_host : Field::other;
-    case 17:
-      if (iequals(n, "transfer-encoding")) return Field::transfer_encoding;
-      return iequals(n, "x-forwarded-proto") ? Field::x_forwarded_proto : Field::other;
-    default:
-      return Field::other;
-  }
-}
 
 bool hop_by_hop(Field f) {
   return f == Field::connection || f == Field::keep_alive || f == Field::proxy_connection ||
@@ -74,8 +22,9 @@ bool hop_by_hop(Field f) {
 class ConnectionTokens {
  public:
   explicit ConnectionTokens(const Parser& head) : head_(head) {
+    if (!head.has(bit(Field::connection))) return;
     for (uint32_t i = 0; i < head.field_count(); ++i) {
-      if (classify(head.field_name(i)) != Field::connection) continue;
+      if (head.field_kind(i) != Field::connection) continue;
       ascii::for_each_token(head.field_value(i), [this](std::string_view t) {
         if (iequals(t, "upgrade")) upgrade_ = true;
         if (n_ < tokens_.size()) {
@@ -98,7 +47,7 @@ class ConnectionTokens {
   bool search(std::string_view field) const {
     bool found = false;
     for (uint32_t i = 0; i < head_.field_count() && !found; ++i) {
-      if (classify(head_.field_name(i)) != Field::connection) continue;
+      if (head_.field_kind(i) != Field::connection) continue;
       ascii::for_each_token(head_.field_value(i),
                             [&](std::string_view t) { found = found || iequals(t, field); });
     }
@@ -162,7 +111,7 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
   bool connection_upgrade = false;
   for (uint32_t i = 0; i < head.field_count(); ++i) {
     const std::string_view value = head.field_value(i);
-    switch (classify(head.field_name(i))) {
+    switch (head.field_kind(i)) {
       case Field::host:
         if (++hosts == 1 && !absolute) facts.host = ascii::trim(value);
         break;
@@ -203,14 +152,13 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
   out.put(head.method_name()).put(" ").put(facts.path).put(" HTTP/1.1\r\n");
   out.header("Host", facts.host);
   std::string_view upgrade_value;
-  bool have_xff = false, have_via = false;
+  const bool have_xff = head.has(bit(Field::x_forwarded_for));
+  const bool have_via = head.has(bit(Field::via));
   for (uint32_t i = 0; i < head.field_count(); ++i) {
-    const std::string_view name = head.field_name(i);
-    const Field f = classify(name);
+    const Field f = head.field_kind(i);
     if (f == Field::upgrade && upgrade_value.empty()) upgrade_value = head.field_value(i);
-    if (f == Field::x_forwarded_for) have_xff = true;
-    if (f == Field::via) have_via = true;
     if (f != Field::other && f != Field::content_length) continue;
+    const std::string_view name = head.field_name(i);
     // Content-Length frames the body we forward: never hop-by-hop, whatever Connection says.
     if (f == Field::other && named.names(name)) continue;
     out.put(name).put(": ").put(head.field_value(i)).put("\r\n");
@@ -218,15 +166,14 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
   // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
   out.put("X-Forwarded-For: ");
   for (uint32_t i = 0; have_xff && i < head.field_count(); ++i) {
-    if (classify(head.field_name(i)) == Field::x_forwarded_for)
-      out.put(head.field_value(i)).put(", ");
+    if (head.field_kind(i) == Field::x_forwarded_for) out.put(head.field_value(i)).put(", ");
   }
   out.put(fwd.client_ip).put("\r\n");
   out.put("X-Forwarded-Proto: http\r\n");
   if (!facts.host.empty()) out.header("X-Forwarded-Host", facts.host);
   out.put("Via: ");
   for (uint32_t i = 0; have_via && i < head.field_count(); ++i) {
-    if (classify(head.field_name(i)) == Field::via) out.put(head.field_value(i)).put(", ");
+    if (head.field_kind(i) == Field::via) out.put(head.field_value(i)).put(", ");
   }
   out.put("1.1 floodgate\r\n");
   out.header("X-Request-Id", fwd.request_id);
@@ -262,7 +209,7 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
   out.put(response.status_text()).put("\r\n");
   for (uint32_t i = 0; i < response.field_count(); ++i) {
     const std::string_view name = response.field_name(i);
-    const Field f = classify(name);
+    const Field f = response.field_kind(i);
     if (hop_by_hop(f) && !(switching && f == Field::upgrade)) continue;
     if (named.names(name) && !(switching && f == Field::upgrade) && f != Field::content_length) {
       continue;  // Content-Length frames a length plan's body: never hop-by-hop

@@ -389,6 +389,7 @@ void Poller::run_uring() {
     // writes just submitted complete at once, so a wait for one completion returns then.
     const bool more = ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr;
     enter(!more);
+    now_ = std::chrono::steady_clock::now();
     reap();
     run_ready();
   }
@@ -428,6 +429,7 @@ void Poller::run_epoll() {
     // Block only when nothing is ready; the tick timer bounds the wait anyway.
     const bool more = ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr;
     const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, more ? 0 : -1);
+    now_ = std::chrono::steady_clock::now();
     if (n < 0) {
       if (errno == EINTR) continue;
       throw std::system_error(errno, std::generic_category(), "epoll_wait");

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -115,6 +116,8 @@ class Poller {
   Poller& operator=(const Poller&) = delete;
 
   IoEngine engine() const { return uring_ != nullptr ? IoEngine::io_uring : IoEngine::epoll; }
+  // When the loop last returned from waiting for the kernel (reactor thread).
+  std::chrono::steady_clock::time_point now() const { return now_; }
   bool uses_uring() const { return uring_ != nullptr; }
   // Why IoMode::automatic fell back to epoll (empty when it did not).
   const std::string& fallback_reason() const { return fallback_reason_; }
@@ -193,6 +196,7 @@ class Poller {
   PollTarget* ready_head_ = nullptr;
   PollTarget* ready_tail_ = nullptr;
   bool stopped_ = false;
+  std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace floodgate::proxy

@@ -4,7 +4,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <cstring>
 #include <random>
 #include <system_error>
 
@@ -41,7 +43,11 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
       response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData)),
       metrics_(kMaxPools) {
   std::random_device rd;
-  id_prefix_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(index) << 56);
+  const uint64_t prefix =
+      (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(index) << 56);
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) next_id_[i] = kHex[(prefix >> (60 - 4 * i)) & 0xf];
+  std::fill(next_id_ + 16, next_id_ + 32, '0');
   install(std::move(snapshot));
 }
 
@@ -247,6 +253,10 @@ void Reactor::start() {
   });
 }
 
+std::chrono::steady_clock::time_point Reactor::now() const {
+  return poller_->now();
+}
+
 IoEngine Reactor::io_engine() const {
   return poller_->engine();
 }
@@ -265,11 +275,18 @@ void Reactor::post(std::function<void()> f) {
 }
 
 void Reactor::next_request_id(char* out) {
-  const uint64_t parts[2] = {id_prefix_, ++id_counter_};
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int p = 0; p < 2; ++p) {
-    for (int i = 0; i < 16; ++i) out[p * 16 + i] = kHex[(parts[p] >> (60 - 4 * i)) & 0xf];
+  // The id is a random per-reactor prefix and a counter, both 16 hex digits. The counter is
+  // kept as text and counted up in place: usually one digit changes.
+  for (int i = 31; i >= 16; --i) {
+    char& d = next_id_[i];
+    if (d == 'f') {
+      d = '0';  // carry into the next digit
+      continue;
+    }
+    d = d == '9' ? 'a' : static_cast<char>(d + 1);
+    break;
   }
+  std::memcpy(out, next_id_, sizeof(next_id_));
 }
 
 void Reactor::add_session(Session& s) {
@@ -312,7 +329,7 @@ void Reactor::put_idle(BackendConn& c, const UpstreamParams& pool) {
   if (list.head != nullptr) list.head->idle_prev = &c;
   list.head = &c;
   ++list.count;
-  wheel_.schedule(c.idle_timer, std::chrono::steady_clock::now() + pool.keepalive_timeout);
+  wheel_.schedule(c.idle_timer, now() + pool.keepalive_timeout);
 }
 
 void Reactor::remove_idle(BackendConn& c) {

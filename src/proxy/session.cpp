@@ -70,11 +70,11 @@ void Session::start() {
 }
 
 void Session::arm_client_timer(std::chrono::milliseconds d) {
-  reactor_.wheel().schedule(client_timer_, std::chrono::steady_clock::now() + d);
+  reactor_.wheel().schedule(client_timer_, reactor_.now() + d);
 }
 
 void Session::arm_backend_timer(std::chrono::milliseconds d) {
-  reactor_.wheel().schedule(backend_timer_, std::chrono::steady_clock::now() + d);
+  reactor_.wheel().schedule(backend_timer_, reactor_.now() + d);
 }
 
 void Session::do_client_read() {

@@ -21,12 +21,14 @@
 #include <string_view>
 
 #include "floodgate/core/reason.h"
+#include "floodgate/http/field.h"
 
 namespace floodgate::http {
 
-// A header field recorded as offsets relative to the head's base pointer.
+// A header field recorded as offsets relative to the head's base pointer, and what it is.
 struct HeaderField {
   uint32_t name_off, name_len, value_off, value_len;
+  Field kind;
 };
 
 // Request head limits (inclusive). Responses use only max_headers.
@@ -94,6 +96,9 @@ class Parser {
   uint32_t field_count() const { return field_count_; }
   std::string_view field_name(uint32_t i) const;
   std::string_view field_value(uint32_t i) const;
+  Field field_kind(uint32_t i) const { return fields_[i].kind; }
+  // Whether the head has at least one field of kind `f` (bit(f)), or of any kind in a set.
+  bool has(uint32_t kinds) const { return (kinds_seen_ & kinds) != 0; }
   const char* base() const { return base_; }
 
   Reason error_reason() const { return error_reason_; }
@@ -115,6 +120,7 @@ class Parser {
   uint64_t content_length_ = 0;
   uint32_t url_off_ = 0, url_len_ = 0;
   uint32_t field_count_ = 0;
+  uint32_t kinds_seen_ = 0;
   bool in_head_ = false;
   bool in_value_ = false;
   bool head_done_ = false;

@@ -1,0 +1,71 @@
+// The header fields a proxy treats specially (RFC 9110 section 7.6, RFC 9112), recognised once
+// per field while the head is parsed (http::Parser), so that inspecting and rewriting a head
+// compares no names.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "floodgate/core/ascii.h"
+
+namespace floodgate::http {
+
+enum class Field : uint8_t {
+  other,
+  host,
+  connection,
+  keep_alive,
+  proxy_connection,
+  te,
+  trailer,
+  transfer_encoding,
+  upgrade,
+  x_forwarded_for,
+  x_forwarded_proto,
+  x_forwarded_host,
+  via,
+  x_request_id,
+  expect,
+  content_length,
+};
+
+// A set of Field values, one bit each.
+constexpr uint32_t bit(Field f) {
+  return uint32_t{1} << static_cast<unsigned>(f);
+}
+
+constexpr Field classify(std::string_view n) {
+  using ascii::iequals;
+  switch (n.size()) {
+    case 2:
+      return iequals(n, "te") ? Field::te : Field::other;
+    case 3:
+      return iequals(n, "via") ? Field::via : Field::other;
+    case 4:
+      return iequals(n, "host") ? Field::host : Field::other;
+    case 6:
+      return iequals(n, "expect") ? Field::expect : Field::other;
+    case 7:
+      if (iequals(n, "trailer")) return Field::trailer;
+      return iequals(n, "upgrade") ? Field::upgrade : Field::other;
+    case 10:
+      if (iequals(n, "connection")) return Field::connection;
+      return iequals(n, "keep-alive") ? Field::keep_alive : Field::other;
+    case 12:
+      return iequals(n, "x-request-id") ? Field::x_request_id : Field::other;
+    case 14:
+      return iequals(n, "content-length") ? Field::content_length : Field::other;
+    case 15:
+      return iequals(n, "x-forwarded-for") ? Field::x_forwarded_for : Field::other;
+    case 16:
+      if (iequals(n, "proxy-connection")) return Field::proxy_connection;
+      return iequals(n, "x-forwarded-host") ? Field::x_forwarded_host : Field::other;
+    case 17:
+      if (iequals(n, "transfer-encoding")) return Field::transfer_encoding;
+      return iequals(n, "x-forwarded-proto") ? Field::x_forwarded_proto : Field::other;
+    default:
+      return Field::other;
+  }
+}
+
+}  // namespace floodgate::http
