@@ -327,6 +327,11 @@ void Poller::defer(PollTarget& target) {
 }
 
 void Poller::wake() {
+  posted_.store(true, std::memory_order_release);  // after the post it announces
+  ring_bell();
+}
+
+void Poller::ring_bell() {
   const uint64_t one = 1;
   // EAGAIN means the counter is saturated: a wake-up is pending anyway.
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
@@ -341,7 +346,15 @@ void Poller::send(RemoteTask& task) noexcept {
   // The first task of an empty inbox wakes the loop; the others find a wake-up pending. A
   // task sent by the loop's own thread (a request ending hands its slot to a waiter of the
   // same reactor) needs none: the loop looks at the inbox before it waits again.
-  if (head == nullptr && std::this_thread::get_id() != owner_) wake();
+  if (head == nullptr && std::this_thread::get_id() != owner_) ring_bell();
+}
+
+void Poller::run_posted() {
+  // Work posted from other threads; no system call (the io_context owns no I/O objects).
+  if (posted_.load(std::memory_order_relaxed) &&
+      posted_.exchange(false, std::memory_order_acquire)) {
+    io_.poll();
+  }
 }
 
 void Poller::run_inbox() {
@@ -380,7 +393,7 @@ void Poller::run_uring() {
     throw std::system_error(errno, std::generic_category(), "io_uring enable");
   }
   while (!stopped_) {
-    io_.poll();  // work posted from other threads; no system call (no I/O objects)
+    run_posted();
     run_inbox();
     run_ready();
     if (stopped_) break;
@@ -422,7 +435,7 @@ void Poller::finish_removals() {
 void Poller::run_epoll() {
   std::array<epoll_event, kBatch>& events = batch();
   while (!stopped_) {
-    io_.poll();  // work posted from other threads; no system call (no I/O objects)
+    run_posted();
     run_inbox();
     run_ready();
     if (stopped_) break;

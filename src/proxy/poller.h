@@ -143,7 +143,8 @@ class Poller {
   void run();
   // Ends run() after the current turn (reactor thread).
   void stop();
-  // Makes run() look at the io_context now (any thread).
+  // Makes run() look at the io_context now (any thread): call after posting to it. The loop
+  // runs the io_context only on turns after such a call, since polling it costs a lock.
   void wake();
   // Queues `task` to run on the reactor thread (any thread; lock-free, allocation-free). Wakes
   // the loop only when the inbox was empty, so a burst of grants costs one eventfd write.
@@ -161,6 +162,8 @@ class Poller {
   void dispatch(int n);
   void run_ready();
   void drain_wake_fd();
+  void ring_bell();  // writes the eventfd
+  void run_posted();
   // io_uring.
   bool open_ring(std::string& why);
   void arm_poll(Slot& slot);
@@ -192,7 +195,8 @@ class Poller {
   // A Treiber stack of RemoteTasks, newest first: senders push with a compare-and-swap, the
   // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
   std::atomic<RemoteTask*> inbox_{nullptr};
-  std::thread::id owner_;  // the thread in run(); written before any task can be sent
+  std::atomic<bool> posted_{false};  // wake() was called: the io_context may have work
+  std::thread::id owner_;            // the thread in run(); written before any task can be sent
   PollTarget* ready_head_ = nullptr;
   PollTarget* ready_tail_ = nullptr;
   bool stopped_ = false;
