@@ -155,11 +155,14 @@ backend be
 
 def floodgate_config(port, admin_port, backend_port, pool_tables=""):
     """floodgate's configuration; `pool_tables` (TOML, e.g. an [upstreams.resilience] table)
-    goes right after the pool's keys."""
+    goes right after the pool's keys. FLOODGATE_IO in the environment sets server.io (auto,
+    io_uring or epoll; default: floodgate's own default, auto)."""
+    io = os.environ.get("FLOODGATE_IO", "")
+    io_line = f'io = "{io}"\n' if io else ""
     return f"""[server]
 listen = ["127.0.0.1:{port}"]
 workers = 1
-idle_timeout = "{IDLE_TIMEOUT_S}s"
+{io_line}idle_timeout = "{IDLE_TIMEOUT_S}s"
 
 [admin]
 listen = "127.0.0.1:{admin_port}"
