@@ -267,7 +267,8 @@ void Poller::reap() {
       const uint64_t data = cqe->user_data;
       const uint64_t op = data & kOpMask;
       if (op == kIgnore) continue;
-      auto* slot = reinterpret_cast<Slot*>(data & ~kOpMask);
+      // user_data carries the slot's address (8-aligned) with the operation in its low bits.
+      auto* slot = reinterpret_cast<Slot*>(data & ~kOpMask);  // NOLINT(performance-no-int-to-ptr)
       PollTarget* t = slot->target;
       if (op == kRemove) {
         --slot->removals;
