@@ -37,7 +37,7 @@ constexpr unsigned kRingEntries = 4096;
 constexpr unsigned kCompletionEntries = 4 * kRingEntries;
 
 // What a completion is about, in the low bits of its user_data (the rest is the Slot).
-enum Op : uint64_t { kIgnore = 0, kPoll = 1, kRecv = 2, kSend = 3, kRemove = 4 };
+enum Op : uint64_t { kPoll = 1, kRecv = 2, kSend = 3, kRemove = 4 };
 constexpr uint64_t kOpMask = 7;
 
 constexpr unsigned kSocketEvents = POLLIN | POLLOUT | POLLRDHUP;
@@ -102,16 +102,8 @@ Poller::Poller(boost::asio::io_context& io, IoMode mode)
 }
 
 Poller::~Poller() {
-  while (PollTarget* t = ready_head_) {
-    ready_head_ = t->ready_next_;
-    t->queued_ = false;
-    t->release();
-  }
-  while (PollTarget* t = io_head_) {
-    io_head_ = t->io_next_;
-    t->io_queued_ = false;
-    t->release();
-  }
+  ready_.release_all();
+  wanted_.release_all();
   if (uring_) io_uring_queue_exit(uring_.get());  // ends every poll the kernel still holds
   ::close(wake_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
@@ -211,16 +203,7 @@ io_uring_sqe* Poller::next_sqe() {
 }
 
 void Poller::want_io(PollTarget& target) {
-  if (target.io_queued_) return;
-  target.io_queued_ = true;
-  target.hold();
-  target.io_next_ = nullptr;
-  if (io_tail_ != nullptr) {
-    io_tail_->io_next_ = &target;
-  } else {
-    io_head_ = &target;
-  }
-  io_tail_ = &target;
+  wanted_.push(target);
 }
 
 void Poller::prepare_recv(PollTarget& target, int fd, char* data, std::size_t cap) {
@@ -236,11 +219,7 @@ void Poller::prepare_send(PollTarget& target, int fd, const char* data, std::siz
 }
 
 void Poller::submit_wanted_io() {
-  while (PollTarget* t = io_head_) {
-    io_head_ = t->io_next_;
-    if (io_head_ == nullptr) io_tail_ = nullptr;
-    t->io_next_ = nullptr;
-    t->io_queued_ = false;
+  while (PollTarget* t = wanted_.pop()) {
     t->submit_io();
     t->release();
   }
@@ -266,7 +245,6 @@ void Poller::reap() {
       ++seen;
       const uint64_t data = cqe->user_data;
       const uint64_t op = data & kOpMask;
-      if (op == kIgnore) continue;
       // user_data carries the slot's address (8-aligned) with the operation in its low bits.
       auto* slot = reinterpret_cast<Slot*>(data & ~kOpMask);  // NOLINT(performance-no-int-to-ptr)
       PollTarget* t = slot->target;
@@ -315,16 +293,7 @@ void Poller::drain_wake_fd() {
 }
 
 void Poller::defer(PollTarget& target) {
-  if (target.queued_) return;
-  target.queued_ = true;
-  target.hold();
-  target.ready_next_ = nullptr;
-  if (ready_tail_ != nullptr) {
-    ready_tail_->ready_next_ = &target;
-  } else {
-    ready_head_ = &target;
-  }
-  ready_tail_ = &target;
+  ready_.push(target);
 }
 
 void Poller::wake() {
@@ -401,7 +370,7 @@ void Poller::run_uring() {
     submit_wanted_io();
     // Block only when nothing is ready; the tick timer bounds the wait anyway. The reads and
     // writes just submitted complete at once, so a wait for one completion returns then.
-    const bool more = ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr;
+    const bool more = !ready_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
     enter(!more);
     now_ = std::chrono::steady_clock::now();
     reap();
@@ -410,12 +379,7 @@ void Poller::run_uring() {
   io_.poll();  // what was posted before stop() still runs (it may hold references)
   run_inbox();
   finish_removals();
-  while (PollTarget* t = io_head_) {  // reads and writes nobody will submit any more
-    io_head_ = t->io_next_;
-    t->io_queued_ = false;
-    t->release();
-  }
-  io_tail_ = nullptr;
+  wanted_.release_all();  // reads and writes nobody will submit any more
 }
 
 // The loop has ended, but the sockets closed on its last turns (a drain closes the
@@ -441,7 +405,7 @@ void Poller::run_epoll() {
     run_ready();
     if (stopped_) break;
     // Block only when nothing is ready; the tick timer bounds the wait anyway.
-    const bool more = ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr;
+    const bool more = !ready_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
     const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, more ? 0 : -1);
     now_ = std::chrono::steady_clock::now();
     if (n < 0) {
@@ -477,11 +441,7 @@ void Poller::dispatch(int n) {
 }
 
 void Poller::run_ready() {
-  while (PollTarget* t = ready_head_) {
-    ready_head_ = t->ready_next_;
-    if (ready_head_ == nullptr) ready_tail_ = nullptr;
-    t->ready_next_ = nullptr;
-    t->queued_ = false;
+  while (PollTarget* t = ready_.pop()) {
     if (const uint32_t events = std::exchange(t->polled_, 0); events != 0) {
       t->on_poll(events);  // io_uring: readiness recorded by reap()
     } else {

@@ -157,6 +157,39 @@ class Poller {
   struct Slot;
   class Wake;
 
+  // An intrusive FIFO of targets (the ready list, the targets wanting a submission), linked
+  // through `Next` and marked by `Queued`, holding each target while it is queued.
+  template <PollTarget* PollTarget::*Next, bool PollTarget::*Queued>
+  class TargetQueue {
+   public:
+    bool empty() const { return head_ == nullptr; }
+    void push(PollTarget& t) {
+      if (t.*Queued) return;
+      t.*Queued = true;
+      t.hold();
+      t.*Next = nullptr;
+      (tail_ != nullptr ? tail_->*Next : head_) = &t;
+      tail_ = &t;
+    }
+    // The oldest target, unmarked; the caller releases it.
+    PollTarget* pop() {
+      PollTarget* t = head_;
+      if (t == nullptr) return nullptr;
+      head_ = t->*Next;
+      if (head_ == nullptr) tail_ = nullptr;
+      t->*Next = nullptr;
+      t->*Queued = false;
+      return t;
+    }
+    void release_all() {
+      while (PollTarget* t = pop()) t->release();
+    }
+
+   private:
+    PollTarget* head_ = nullptr;
+    PollTarget* tail_ = nullptr;
+  };
+
   void run_epoll();
   void run_uring();
   void dispatch(int n);
@@ -190,15 +223,14 @@ class Poller {
   std::string fallback_reason_;
   int removals_ = 0;        // POLL_REMOVE requests the kernel has not answered yet
   bool ring_done_ = false;  // the loop and its last removals are over: no more submissions
-  PollTarget* io_head_ = nullptr;
-  PollTarget* io_tail_ = nullptr;
   // A Treiber stack of RemoteTasks, newest first: senders push with a compare-and-swap, the
   // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
   std::atomic<RemoteTask*> inbox_{nullptr};
   std::atomic<bool> posted_{false};  // wake() was called: the io_context may have work
   std::thread::id owner_;            // the thread in run(); written before any task can be sent
-  PollTarget* ready_head_ = nullptr;
-  PollTarget* ready_tail_ = nullptr;
+  TargetQueue<&PollTarget::ready_next_, &PollTarget::queued_> ready_;
+  // io_uring: targets that asked for submit_io() this turn.
+  TargetQueue<&PollTarget::io_next_, &PollTarget::io_queued_> wanted_;
   bool stopped_ = false;
   std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::now();
 };

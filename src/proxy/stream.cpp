@@ -155,7 +155,6 @@ void Stream::on_polled(uint32_t events) {
 
 void Stream::on_io(bool is_send, int result) {
   if (is_send) {
-    write_submitted_ = false;
     if (result == -EAGAIN || result == -EWOULDBLOCK) {
       writable_ = false;  // the poller reports when there is room again
     } else if (result < 0 && result != -EINTR) {
@@ -167,7 +166,6 @@ void Stream::on_io(bool is_send, int result) {
     }
     return;
   }
-  read_submitted_ = false;
   if (result == -EAGAIN || result == -EWOULDBLOCK) {
     readable_ = false;
     return;
@@ -183,13 +181,13 @@ void Stream::on_io(bool is_send, int result) {
 
 void Stream::submit_io() {
   if (fd_ < 0 || connecting_) return;
-  if (write_.done != nullptr && writable_ && !write_done_ && !write_submitted_) {
+  // Called once per turn at most (Poller::want_io), and every operation submitted in a turn
+  // completes before the next: nothing of ours can already be in the ring.
+  if (write_.done != nullptr && writable_ && !write_done_) {
     poller_.prepare_send(*this, fd_, write_.data + write_.sent, write_.len - write_.sent);
-    write_submitted_ = true;
   }
-  if (read_.done != nullptr && readable_ && !read_done_ && !read_submitted_) {
+  if (read_.done != nullptr && readable_ && !read_done_) {
     poller_.prepare_recv(*this, fd_, read_.data, read_.cap);
-    read_submitted_ = true;
   }
 }
 

@@ -98,10 +98,8 @@ class Stream : public PollTarget {
   boost::system::error_code connect_error_;  // a connect that failed at once
   ReadOp read_;
   WriteOp write_;  // also holds the connect completion while connecting_
-  // io_uring: an operation is submitted (only ever between a turn's submit and its reap), or
-  // its result is recorded and waits for delivery from the ready list.
-  bool read_submitted_ = false;
-  bool write_submitted_ = false;
+  // io_uring: a result recorded when the ring reported it, waiting for delivery from the
+  // ready list.
   bool read_done_ = false;
   bool write_done_ = false;
   int read_result_ = 0;  // bytes, 0 for EOF, or -errno
