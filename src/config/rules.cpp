@@ -92,6 +92,25 @@ void check_pending_timeouts(const Config& c, const DocumentMarks& marks, Collect
   }
 }
 
+// A head that is still arriving when a reload happens is routed on the configuration current
+// when it completes, but its connection keeps the old generation alive meanwhile; and every
+// request in progress on an upstream the reload removed is ended after retirement_grace. A
+// grace shorter than header_timeout ends such requests sooner than a client is even allowed
+// to take to send its head.
+void warn_short_retirement_grace(const Config& c, const DocumentMarks& marks, Collector& out) {
+  if (!marks.retirement_grace_ok || !marks.header_timeout_ok ||
+      c.server.retirement_grace >= c.server.header_timeout) {
+    return;
+  }
+  out.warning(marks.retirement_grace_at, "server.retirement_grace",
+              "retirement_grace = " + quoted(format_duration(c.server.retirement_grace)) +
+                  " is shorter than server.header_timeout = " +
+                  quoted(format_duration(c.server.header_timeout)) +
+                  ": after a reload, requests on an upstream it removes are ended sooner than "
+                  "a client may take to send one request head; set retirement_grace to at "
+                  "least header_timeout");
+}
+
 }  // namespace
 
 void check_document(const Config& c, const DocumentMarks& marks, Collector& out) {
@@ -99,6 +118,7 @@ void check_document(const Config& c, const DocumentMarks& marks, Collector& out)
   check_admin_exposure(c, marks, out);
   warn_shadowed_routes(c, marks, out);
   check_pending_timeouts(c, marks, out);
+  warn_short_retirement_grace(c, marks, out);
 }
 
 }  // namespace floodgate::config::detail

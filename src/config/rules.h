@@ -23,6 +23,8 @@ struct DocumentMarks {
   std::optional<Position> admin_listen_at;
   bool token_given = false;  // admin.token is written, valid or not
   bool retirement_grace_ok = true;
+  Position retirement_grace_at;  // of the key, or of [server] when it is not written
+  bool header_timeout_ok = true;
 
   struct Upstream {
     size_t index = 0;                            // i of upstreams[i] in the file

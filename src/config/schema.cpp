@@ -139,10 +139,11 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   r.integer("max_headers", 1, 10'000, p.max_headers);
   r.integer("max_uri_bytes", 16, 1'048'576, p.max_uri_bytes);
   r.integer("max_body_bytes", 0, std::numeric_limits<int64_t>::max(), p.max_body_bytes);
-  r.duration("header_timeout", Zero::rejected, p.header_timeout);
+  marks.header_timeout_ok = r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
   r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
+  marks.retirement_grace_at = r.position("retirement_grace");
 }
 
 void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {

@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
-#include <thread>
 #include <utility>
 
 namespace floodgate::proxy {
@@ -25,6 +24,10 @@ int checked(int fd, const char* what) {
   if (fd < 0) throw std::system_error(errno, std::generic_category(), what);
   return fd;
 }
+
+// The poller whose loop runs on this thread (null outside Poller::run()). Each thread reads
+// only its own, so send() can tell whether it is called from the loop without a shared field.
+thread_local const Poller* t_running = nullptr;
 
 std::array<epoll_event, kBatch>& batch() {
   thread_local std::array<epoll_event, kBatch> events;
@@ -316,7 +319,7 @@ void Poller::send(RemoteTask& task) noexcept {
   // The first task of an empty inbox wakes the loop; the others find a wake-up pending. A
   // task sent by the loop's own thread (a request ending hands its slot to a waiter of the
   // same reactor) needs none: the loop looks at the inbox before it waits again.
-  if (head == nullptr && std::this_thread::get_id() != owner_) ring_bell();
+  if (head == nullptr && t_running != this) ring_bell();
 }
 
 void Poller::run_posted() {
@@ -350,7 +353,13 @@ void Poller::stop() {
 }
 
 void Poller::run() {
-  owner_ = std::this_thread::get_id();
+  // Marks this thread as the loop's for as long as it runs it: send() from here needs no bell.
+  struct Running {
+    explicit Running(const Poller* p) { t_running = p; }
+    ~Running() { t_running = nullptr; }
+    Running(const Running&) = delete;
+    Running& operator=(const Running&) = delete;
+  } running(this);
   if (uring_) return run_uring();
   run_epoll();
 }
@@ -441,7 +450,14 @@ void Poller::dispatch(int n) {
 }
 
 void Poller::run_ready() {
-  while (PollTarget* t = ready_.pop()) {
+  // One pass over what is queued now: what the targets queue meanwhile (themselves included)
+  // waits for the next turn, after the kernel's events, the inbox and posted work.
+  PollTarget* const last = ready_.back();
+  if (last == nullptr) return;
+  bool done = false;
+  while (!done) {
+    PollTarget* t = ready_.pop();
+    done = t == last;  // compared before release(), which may end the target
     if (const uint32_t events = std::exchange(t->polled_, 0); events != 0) {
       t->on_poll(events);  // io_uring: readiness recorded by reap()
     } else {

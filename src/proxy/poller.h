@@ -32,7 +32,9 @@
 //
 // The loop also runs a ready list: a target that can make progress without waiting (a write
 // to a writable socket, a read of a socket known to hold data) is queued and run before the
-// loop waits again; an operation never completes inside the call that started it.
+// loop waits again; an operation never completes inside the call that started it. Each pass
+// runs only what was queued when it began, so a target that queues itself again (a listener
+// between batches of accepts) cannot hold back the inbox, posted work or the timers.
 //
 // Thread-safety: wake() and send() from any thread; everything else on the reactor thread
 // (and, before run(), on the thread that builds the reactor).
@@ -46,7 +48,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "floodgate/proxy/params.h"
@@ -163,6 +164,7 @@ class Poller {
   class TargetQueue {
    public:
     bool empty() const { return head_ == nullptr; }
+    PollTarget* back() const { return tail_; }
     void push(PollTarget& t) {
       if (t.*Queued) return;
       t.*Queued = true;
@@ -227,7 +229,6 @@ class Poller {
   // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
   std::atomic<RemoteTask*> inbox_{nullptr};
   std::atomic<bool> posted_{false};  // wake() was called: the io_context may have work
-  std::thread::id owner_;            // the thread in run(); written before any task can be sent
   TargetQueue<&PollTarget::ready_next_, &PollTarget::queued_> ready_;
   // io_uring: targets that asked for submit_io() this turn.
   TargetQueue<&PollTarget::io_next_, &PollTarget::io_queued_> wanted_;

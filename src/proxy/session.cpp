@@ -117,7 +117,7 @@ void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) 
 void Session::start_request() {
   phase_ = Phase::head;
   started_ = std::chrono::steady_clock::now();
-  gen_ = reactor_.current();  // the request runs on this generation until it ends
+  gen_ = reactor_.current();  // the head is read on this one; on_head() routes on the current
   const Snapshot& snap = *gen_->snapshot;
   arm_client_timer(snap.server.header_timeout);
   parser_.begin(in_data(), in_fields(), snap.limits);
@@ -152,6 +152,11 @@ void Session::parse_head() {
 
 void Session::on_head() {
   client_timer_.cancel();
+  // The request runs on the configuration current now that its head is complete, not on the
+  // one current at its first byte: a head still arriving when that generation was forcibly
+  // retired would otherwise be routed on the retired snapshot (to a pool the reload removed,
+  // or into a queue no retirement will ever empty again).
+  if (gen_.get() != reactor_.current().get()) gen_ = reactor_.current();
   in_pos_ = parser_.head_end();
   head_request_ = parser_.method() == HTTP_HEAD;
   if (const Reason r = http::inspect_request(parser_, facts_); r != Reason::none) return respond(r);

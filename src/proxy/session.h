@@ -185,7 +185,7 @@ class Session final : public RefCounted<Session> {
 
   // The request in progress.
   http::RequestFacts facts_;
-  Ref<ReactorGeneration> gen_;    // the generation the request runs on (pinned)
+  Ref<ReactorGeneration> gen_;    // the request's generation: pinned once its head is complete
   const Upstream* up_ = nullptr;  // its pool, once routed (part of gen_)
   Ref<BackendConn> conn_;
   // Pool admission. The permit is the request's pool slot, held from admission to the end of

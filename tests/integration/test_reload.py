@@ -162,6 +162,22 @@ class Reloads(FloodgateTestCase):
             self.assertEqual(c.wait_closed(timeout=10), b"")
             self.b.release(key)
 
+    def test_a_head_completed_after_its_generation_retired_is_routed_on_the_new_one(self):
+        self.reload(self.with_pool_b())
+        key = "reload-head-across-retirement"
+        with self.fg.conn() as held, self.fg.conn() as slow:
+            held.send(build_request("GET", "/hold?key=" + key, host="b.test"))
+            self.b.wait_for_target("/hold?key=" + key)
+            slow.send(b"GET /late-head HTTP/1.1\r\nHost: b.test\r\n")  # the head is not complete
+            self.reload(self.base)  # pool b and its route are gone; retirement_grace is 1s
+            # The held request on pool b is cut once the grace has passed: retirement was forced.
+            self.assertEqual(held.wait_closed(timeout=10), b"")
+            self.b.release(key)
+            slow.send(b"\r\n")
+            self.assertEqual(slow.read_response().status, 200)
+        self.a.wait_for_target("/late-head")
+        self.assertNotIn("/late-head", [r.target for r in list(self.b.requests)])
+
     def test_workers_cannot_change_on_reload(self):
         before = self.generation()
         cfg = json.loads(json.dumps(self.base))

@@ -127,6 +127,7 @@ upstream = "app"
     {"pending_timeout_past_retirement_grace",
      R"([server]
 retirement_grace = "5s"
+header_timeout = "5s"
 [[upstreams]]
 name = "app"
 servers = ["127.0.0.1:9000"]
@@ -134,7 +135,7 @@ resilience = { pending_timeout = "10s" }
 [[routes]]
 upstream = "app"
 )",
-     Severity::error, "upstreams[0].resilience.pending_timeout", 6, 16,
+     Severity::error, "upstreams[0].resilience.pending_timeout", 7, 16,
      "is longer than server.retirement_grace"},
     {"non_loopback_admin_without_token", before_minimal("[admin]\nlisten = \"0.0.0.0:9901\""),
      Severity::error, "admin.listen", 2, 1, "is not a loopback address and admin.token is not set"},
@@ -146,6 +147,10 @@ upstream = "app"
      Severity::error, "admin.token", 2, 1, "the token contains a space"},
     {"token_not_a_string", before_minimal("[admin]\ntoken = 1234567890123456789"), Severity::error,
      "admin.token", 2, 1, "expected a string, got an integer;"},
+    {"retirement_grace_shorter_than_header_timeout",
+     before_minimal("[server]\nheader_timeout = \"10s\"\nretirement_grace = \"2s\""),
+     Severity::warning, "server.retirement_grace", 3, 1,
+     "retirement_grace = \"2s\" is shorter than server.header_timeout = \"10s\""},
     {"shadowed_route", std::string(kMinimal) + "\n[[routes]]\nhost = \"*\"\nupstream = \"app\"\n",
      Severity::warning, "routes[1]", 8, 1, "this route never matches: routes[0] (line 5)"},
     {"weight_ignored_by_balance",

@@ -273,9 +273,9 @@ TEST(ConfigResilience, DoesNotCompareWithARetirementGraceThatHasItsOwnError) {
 }
 
 TEST(ConfigResilience, NamesTheIndexOfTheUpstreamWhosePendingTimeoutOutlastsTheGrace) {
-  const LoadResult r = load("[server]\nretirement_grace = \"0s\"\n" + std::string(kMinimal) +
+  const LoadResult r = load("[server]\nretirement_grace = \"10s\"\n" + std::string(kMinimal) +
                             "[[upstreams]]\nname = \"b\"\nservers = [\"127.0.0.1:9002\"]\n"
-                            "resilience = { pending_timeout = \"1ms\" }\n");
+                            "resilience = { pending_timeout = \"11s\" }\n");
   ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
   EXPECT_EQ(r.diagnostics[0].path, "upstreams[1].resilience.pending_timeout");
   EXPECT_EQ(r.diagnostics[0].line, 12);
