@@ -49,7 +49,11 @@ def parse_args():
                    default=env("FLOODGATE", os.path.join(REPO, "build", "floodgate")),
                    help="floodgate binary (FLOODGATE, default build/floodgate of this "
                         "checkout); if it does not exist floodgate is reported as pending")
-    p.add_argument("--targets", default=env("TARGETS", ",".join(targets.TARGETS)),
+    p.add_argument("--floodgate-prev", default=env("FLOODGATE_PREV", ""),
+                   help="a previous floodgate binary (FLOODGATE_PREV): adds the target "
+                        "floodgate-prev, measured in the same rounds, and the new/previous "
+                        "ratios")
+    p.add_argument("--targets", default=env("TARGETS", ",".join(targets.PROXIES + ("direct",))),
                    help="comma-separated subset of " + ",".join(targets.TARGETS) + " (TARGETS)")
     p.add_argument("--warmup", type=int, default=int(env("WARMUP", 2)),
                    help="seconds of unmeasured wrk per target before round 1 (WARMUP, default 2)")
@@ -70,6 +74,8 @@ def parse_args():
                    help="where the raw results file goes (RESULTS_DIR)")
     args = p.parse_args()
     args.targets = [t for t in args.targets.split(",") if t]
+    if args.floodgate_prev and "floodgate-prev" not in args.targets:
+        args.targets.append("floodgate-prev")
     unknown = set(args.targets) - set(targets.TARGETS)
     if unknown:
         p.error(f"unknown targets: {', '.join(sorted(unknown))}")
@@ -189,19 +195,22 @@ def summary(args, rounds, names, idle, pending):
                       f"(of {os.cpu_count()})."]
     if "floodgate" in names and "haproxy" in names and "floodgate" not in pending:
         lines += [""] + ratio_lines(rounds, idle)
+    if "floodgate" in names and "floodgate-prev" in names and not pending & set(targets.FLOODGATES):
+        lines += [""] + ratio_lines(rounds, {}, "floodgate-prev", "floodgate/previous",
+                                    ("", "", ""))
     return "\n".join(lines)
 
 
-def ratio_lines(rounds, idle):
+def ratio_lines(rounds, idle, other="haproxy", title="floodgate/HAProxy",
+                goals=("target <= 0.80", "target >= 1.00", "target <= 1.00")):
     lines = []
-    for key, label, goal in (("proxy_cpu_us", "CPU per request", "target <= 0.80"),
-                             ("rps", "requests/s", "target >= 1.00"),
-                             ("p99_ms", "p99 latency", "target <= 1.00")):
-        ratio = median(rounds, "floodgate", key) / median(rounds, "haproxy", key)
-        per_round = [r["floodgate"][key] / r["haproxy"][key] for r in rounds
-                     if "floodgate" in r and "haproxy" in r and r["haproxy"][key]]
-        lines.append(f"floodgate/HAProxy {label}: {ratio:.2f} ({goal}); per round: "
-                     + ", ".join(f"{x:.2f}" for x in per_round))
+    for (key, label), goal in zip((("proxy_cpu_us", "CPU per request"), ("rps", "requests/s"),
+                                   ("p99_ms", "p99 latency")), goals):
+        ratio = median(rounds, "floodgate", key) / median(rounds, other, key)
+        per_round = [r["floodgate"][key] / r[other][key] for r in rounds
+                     if "floodgate" in r and other in r and r[other][key]]
+        lines.append(f"{title} {label}: {ratio:.2f}" + (f" ({goal})" if goal else "")
+                     + "; per round: " + ", ".join(f"{x:.2f}" for x in per_round))
     if "floodgate" in idle:
         lines.append(f"floodgate RSS per idle connection: "
                      f"{idle['floodgate']['kib_per_conn']:.2f} KiB (target <= 8)")
@@ -264,10 +273,16 @@ def main():
         print(f"floodgate binary {args.floodgate} not found: reported as pending",
               file=sys.stderr)
         pending.add("floodgate")
+    if "floodgate-prev" in names and not os.access(args.floodgate_prev, os.X_OK):
+        print(f"previous floodgate binary {args.floodgate_prev!r} not found: reported as "
+              "pending", file=sys.stderr)
+        pending.add("floodgate-prev")
     active = [n for n in names if n not in pending]
-    pins = {"backend": args.pin_backend, **{p: args.pin_proxy for p in targets.PROXIES}}
+    pins = {"backend": args.pin_backend,
+            **{p: args.pin_proxy for p in targets.PROXIES + ("floodgate-prev",)}}
     rounds, order_log, idle = [], [], {}
-    with targets.Stack(args.floodgate, args.forward_headers, pins) as stack:
+    with targets.Stack(args.floodgate, args.forward_headers, pins,
+                       floodgate_prev_bin=args.floodgate_prev) as stack:
         stack.start("backend")
         for name in active:
             stack.start(name)

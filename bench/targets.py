@@ -31,7 +31,10 @@ BODY = "hello, world\n"          # the backend's fixed response body
 KEEPALIVE = 64                   # idle backend connections per proxy
 IDLE_TIMEOUT_S = 300             # client keep-alive timeout on every proxy
 PROXIES = ("floodgate", "haproxy", "nginx")
-TARGETS = PROXIES + ("direct",)
+# "floodgate-prev": a second floodgate binary (compare.py --floodgate-prev), measured in the
+# same interleaved rounds, so a change is judged against the binary before it.
+TARGETS = PROXIES + ("direct", "floodgate-prev")
+FLOODGATES = ("floodgate", "floodgate-prev")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -199,10 +202,10 @@ def write_config(kind, d, port, backend_port, floodgate_bin="", forward_headers=
         text = haproxy_config(port, backend_port, nofile, forward_headers)
         path = f"{d}/haproxy.cfg"
         argv = ["haproxy", "-db", "-f", path]
-    elif kind == "floodgate":
+    elif kind in FLOODGATES:
         admin = unused_port(taken=set(taken) | {port, backend_port})
         text = floodgate_config(port, admin, backend_port)
-        path = f"{d}/floodgate.toml"
+        path = f"{d}/{kind}.toml"
         argv = [floodgate_bin, "-c", path]
     else:
         raise ValueError(f"unknown target {kind!r}")
@@ -297,10 +300,12 @@ class Target:
 
 
 class Stack:
-    def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False):
+    def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False,
+                 floodgate_prev_bin=""):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-")
         os.chmod(self.dir, 0o755)      # nginx workers run as nobody when started by root
         self.floodgate_bin = floodgate_bin
+        self.floodgate_prev_bin = floodgate_prev_bin
         self.forward_headers = forward_headers
         self.taskset = taskset or {}   # target name or "backend" -> CPU list for taskset -c
         self.keep_dir = keep_dir
@@ -325,7 +330,8 @@ class Stack:
             return self.targets[kind]
         port = self._port()
         backend_port = self.targets["backend"].port if kind != "backend" else 0
-        argv = write_config(kind, self.dir, port, backend_port, self.floodgate_bin,
+        binary = self.floodgate_prev_bin if kind == "floodgate-prev" else self.floodgate_bin
+        argv = write_config(kind, self.dir, port, backend_port, binary,
                             self.forward_headers, self._ports)
         cpus = self.taskset.get(kind)
         argv = (["taskset", "-c", cpus] if cpus else []) + list(wrapper) + argv
