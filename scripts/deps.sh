@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev liburing-dev
-  wrk haproxy nginx-light)
+  wrk haproxy nginx-light
+  clang libclang-rt-14-dev python3-h11)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,14 +1,16 @@
 #include "admin_server.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
-#include <memory>
 #include <string_view>
+
+#include "floodgate/core/ascii.h"
 
 namespace floodgate::app {
 
@@ -17,176 +19,302 @@ using boost::system::error_code;
 
 namespace {
 
-constexpr std::size_t kMaxRequestHead = 8192;
-constexpr auto kReadTimeout = std::chrono::seconds(10);
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+constexpr std::string_view kText = "text/plain; charset=utf-8";
+constexpr std::string_view kJson = "application/json";
+// The answer beyond max_connections (its Content-Length is the length of the last line).
+constexpr std::string_view kRefusal =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    "Content-Length: 32\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+    "too many admin connections open\n";
+static_assert(kRefusal.size() - kRefusal.find("\r\n\r\n") - 4 == 32);
 
-struct AdminConnection : std::enable_shared_from_this<AdminConnection> {
-  AdminConnection(asio::ip::tcp::socket s, const AdminServer::Handlers& h)
-      : socket(std::move(s)),
-        timer(socket.get_executor()),
-        handlers(h),
-        buffer(kMaxRequestHead + AdminServer::kMaxBody) {}
-
-  void start() {
-    timer.expires_after(kReadTimeout);
-    timer.async_wait([self = shared_from_this()](const error_code& ec) {
-      if (!ec) self->socket.close();
-    });
-    asio::async_read_until(
-        socket, buffer, "\r\n\r\n",
-        [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_read(ec, n); });
+std::string_view phrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 422:
+      return "Unprocessable Content";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
+}
 
-  void on_read(const error_code& ec, std::size_t n) {
-    if (ec) {
-      timer.cancel();
-      if (ec == asio::error::not_found)
-        respond(431, "Request Header Fields Too Large", "head too large\n");
-      return;
-    }
-    if (n > kMaxRequestHead) {
-      timer.cancel();
-      return respond(431, "Request Header Fields Too Large", "head too large\n");
-    }
-    const std::string head(static_cast<const char*>(buffer.data().data()), n);
-    buffer.consume(n);
-    const std::string_view line = std::string_view(head).substr(0, head.find("\r\n"));
-    const std::size_t sp1 = line.find(' ');
-    const std::size_t sp2 = line.find(' ', sp1 + 1);
-    if (sp1 == std::string_view::npos || sp2 == std::string_view::npos) {
-      timer.cancel();
-      return respond(400, "Bad Request", "malformed request\n");
-    }
-    request.method = std::string(line.substr(0, sp1));
-    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    request.path = std::string(target.substr(0, target.find('?')));
-    std::size_t length = 0;
-    for (std::size_t at = head.find("\r\n") + 2; at < head.size();) {
-      const std::size_t end = head.find("\r\n", at);
-      const std::string_view field = std::string_view(head).substr(at, end - at);
-      at = end + 2;
-      const std::size_t colon = field.find(':');
-      if (colon == std::string_view::npos) continue;
-      const std::string name = lower(field.substr(0, colon));
-      std::string_view value = field.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-        value.remove_prefix(1);
-      }
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-        value.remove_suffix(1);
-      if (name == "content-length") {
-        const auto [p, err] = std::from_chars(value.data(), value.data() + value.size(), length);
-        if (err != std::errc() || p != value.data() + value.size()) {
-          timer.cancel();
-          return respond(400, "Bad Request", "malformed Content-Length\n");
-        }
-      } else if (name == "transfer-encoding") {
-        timer.cancel();
-        return respond(411, "Length Required", "send the body with Content-Length\n");
-      } else if (name == "authorization") {
-        request.authorization = std::string(value);
-      }
-    }
-    if (length > AdminServer::kMaxBody) {
-      timer.cancel();
-      return respond(413, "Content Too Large", "body larger than 4 MiB\n");
-    }
-    // The bytes after the head already read belong to the body.
-    const std::size_t have = std::min(buffer.size(), length);
-    request.body.assign(static_cast<const char*>(buffer.data().data()), have);
-    buffer.consume(have);
-    if (request.body.size() == length) {
-      timer.cancel();
-      return route();
-    }
-    const std::size_t missing = length - request.body.size();
-    request.body.resize(length);
-    asio::async_read(socket, asio::buffer(request.body.data() + (length - missing), missing),
-                     [self = shared_from_this()](const error_code& e, std::size_t) {
-                       self->timer.cancel();
-                       if (!e) self->route();
-                     });
-  }
-
-  static std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    return out;
-  }
-
-  void route() {
-    const std::string_view path = request.path;
-    if (path == "/config" || path.starts_with("/config/") || path == "/status") {
-      return handlers.control(request, [self = shared_from_this()](AdminServer::Response r) {
-        self->respond(r.status, phrase(r.status), r.body, "", r.content_type);
-      });
-    }
-    if (path != "/healthz" && path != "/metrics") return respond(404, "Not Found", "not found\n");
-    if (request.method != "GET" && request.method != "HEAD") {
-      return respond(405, "Method Not Allowed", "use GET\n", "Allow: GET, HEAD\r\n");
-    }
-    if (path == "/healthz") {
-      if (handlers.draining()) return respond(503, "Service Unavailable", "draining\n");
-      return respond(200, "OK", "ok\n");
-    }
-    std::string body;
-    handlers.metrics(body);
-    respond(200, "OK", body, "", "text/plain; version=0.0.4; charset=utf-8");
-  }
-
-  static std::string_view phrase(int status) {
-    switch (status) {
-      case 200:
-        return "OK";
-      case 400:
-        return "Bad Request";
-      case 401:
-        return "Unauthorized";
-      case 404:
-        return "Not Found";
-      case 405:
-        return "Method Not Allowed";
-      case 409:
-        return "Conflict";
-      case 422:
-        return "Unprocessable Content";
-      case 500:
-        return "Internal Server Error";
-      case 503:
-        return "Service Unavailable";
-      default:
-        return "Unknown";
-    }
-  }
-
-  void respond(int status, std::string_view phrase, const std::string& body,
-               std::string_view extra = "", std::string_view type = "text/plain; charset=utf-8") {
-    out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase) + "\r\n";
-    out += "Content-Type: " + std::string(type) + "\r\n";
-    out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-    out += std::string(extra) + "Connection: close\r\n\r\n" + body;
-    asio::async_write(socket, asio::buffer(out),
-                      [self = shared_from_this()](const error_code&, std::size_t) {
-                        error_code ignored;
-                        self->socket.shutdown(asio::socket_base::shutdown_send, ignored);
-                        self->socket.close(ignored);
-                      });
-  }
-
-  asio::ip::tcp::socket socket;
-  asio::steady_timer timer;
-  const AdminServer::Handlers& handlers;
-  asio::streambuf buffer;
-  AdminServer::Request request;
-  std::string out;
-};
+// Running out of descriptors or memory: accept() fails again at once, so wait a little.
+bool is_resource_shortage(const error_code& ec) {
+  const int e = ec.value();
+  return ec.category() == boost::system::system_category() &&
+         (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM);
+}
 
 }  // namespace
 
-AdminServer::AdminServer(asio::io_context& io, const asio::ip::tcp::endpoint& at, Handlers h)
-    : io_(io), acceptor_(io), handlers_(std::move(h)) {
+struct AdminServer::Occupancy {
+  std::size_t open = 0;
+};
+
+// One admin request on its own connection, in phases; each phase but `handler` has a deadline.
+// A completion or deadline that belongs to a phase already left is ignored (phase_ moved on).
+class AdminServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(asio::ip::tcp::socket s, const Handlers& h, const Params& p,
+             std::shared_ptr<Occupancy> o)
+      : socket_(std::move(s)),
+        timer_(socket_.get_executor()),
+        handlers_(h),
+        params_(p),
+        occupancy_(std::move(o)),
+        buffer_(p.max_head) {  // a bound, not an allocation: the buffer grows as bytes arrive
+    ++occupancy_->open;
+  }
+  ~Connection() { --occupancy_->open; }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void start() {
+    arm(Phase::head, params_.head_timeout);
+    asio::async_read_until(
+        socket_, buffer_, "\r\n\r\n",
+        [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_head(ec, n); });
+  }
+
+ private:
+  enum class Phase { head, body, handler, write, linger, done };
+
+  void arm(Phase phase, std::chrono::milliseconds after) {
+    phase_ = phase;
+    timer_.expires_after(after);
+    timer_.async_wait([self = shared_from_this(), phase](const error_code& ec) {
+      if (!ec) self->on_deadline(phase);
+    });
+  }
+
+  void on_deadline(Phase phase) {
+    if (phase != phase_) return;
+    if (phase == Phase::head || phase == Phase::body) {
+      error_code ignored;
+      socket_.cancel(ignored);  // the read completes with operation_aborted, in a phase left
+      return respond(408, phase == Phase::head ? "request head not complete in time\n"
+                                               : "request body not complete in time\n");
+    }
+    finish();  // the client does not read the answer, or does not close after it
+  }
+
+  void on_head(const error_code& ec, std::size_t n) {
+    if (phase_ != Phase::head) return;
+    if (ec == asio::error::not_found) {
+      return respond(431,
+                     "request head larger than " + std::to_string(params_.max_head) + " bytes\n");
+    }
+    if (ec) return finish();  // closed or reset before a complete head
+    std::string why;
+    const int status =
+        parse_head(std::string_view(static_cast<const char*>(buffer_.data().data()), n), why);
+    buffer_.consume(n);
+    if (status != 0) return respond(status, why);
+    if (request_.method != "GET" && !handlers_.authorized(request_.authorization)) {
+      return respond(
+          401,
+          R"({"error":"missing or wrong token: send Authorization: Bearer <admin.token>"})"
+          "\n",
+          "WWW-Authenticate: Bearer\r\n", kJson);
+    }
+    if (length_ > 0 && request_.method == "GET") {
+      return respond(413, "a GET or HEAD request takes no body\n");
+    }
+    if (length_ > params_.max_body) {
+      return respond(413, "body larger than " + std::to_string(params_.max_body) +
+                              " bytes; activate a larger file from disk (empty body)\n");
+    }
+    start_body();
+  }
+
+  // Returns 0, or the status to answer with and its reason in `why`.
+  int parse_head(std::string_view head, std::string& why) {
+    const std::string_view line = head.substr(0, head.find("\r\n"));
+    const std::size_t sp1 = line.find(' ');
+    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || sp1 == 0) {
+      why = "malformed request line\n";
+      return 400;
+    }
+    request_.method = std::string(line.substr(0, sp1));
+    if (request_.method == "HEAD") {
+      request_.method = "GET";  // RFC 9110 9.3.2: GET without the body
+      head_only_ = true;
+    }
+    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    request_.path = std::string(target.substr(0, target.find('?')));
+    bool have_length = false;
+    for (std::size_t at = line.size() + 2; at < head.size();) {
+      const std::size_t end = head.find("\r\n", at);
+      const std::string_view field = head.substr(at, end - at);
+      at = end + 2;
+      const std::size_t colon = field.find(':');
+      if (colon == std::string_view::npos) continue;
+      const std::string_view name = field.substr(0, colon);
+      const std::string_view value = ascii::trim(field.substr(colon + 1));
+      if (ascii::iequals(name, "content-length")) {
+        std::size_t n = 0;
+        const auto [p, err] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (err != std::errc() || p != value.data() + value.size() || value.empty() ||
+            (have_length && n != length_)) {
+          why = "malformed Content-Length\n";
+          return 400;
+        }
+        have_length = true;
+        length_ = n;
+      } else if (ascii::iequals(name, "transfer-encoding")) {
+        why = "send the body with Content-Length\n";
+        return 411;
+      } else if (ascii::iequals(name, "authorization")) {
+        request_.authorization = std::string(value);
+      } else if (ascii::iequals(name, "expect")) {
+        expect_continue_ = ascii::iequals(value, "100-continue");
+      }
+    }
+    return 0;
+  }
+
+  void start_body() {
+    // The bytes after the head already read belong to the body.
+    const std::size_t have = std::min(buffer_.size(), length_);
+    request_.body.assign(static_cast<const char*>(buffer_.data().data()), have);
+    buffer_.consume(buffer_.size());
+    if (have == length_) return route();
+    arm(Phase::body, params_.body_timeout);
+    request_.body.resize(length_);
+    if (!expect_continue_) return read_body(have);
+    out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this(), have](const error_code& ec, std::size_t) {
+                        if (self->phase_ != Phase::body) return;
+                        if (ec) return self->finish();
+                        self->read_body(have);
+                      });
+  }
+
+  void read_body(std::size_t have) {
+    asio::async_read(socket_, asio::buffer(request_.body.data() + have, length_ - have),
+                     [self = shared_from_this()](const error_code& ec, std::size_t) {
+                       if (self->phase_ != Phase::body) return;
+                       if (ec) return self->finish();
+                       self->route();
+                     });
+  }
+
+  void route() {
+    phase_ = Phase::handler;  // no deadline: the handler answers (an activation, later)
+    timer_.cancel();
+    const std::string_view path = request_.path;
+    if (path == "/config" || path.starts_with("/config/") || path == "/status") {
+      return handlers_.control(request_, [self = shared_from_this()](const Response& r) {
+        self->respond(r.status, r.body, "", r.content_type);
+      });
+    }
+    if (path != "/healthz" && path != "/metrics") return respond(404, "not found\n");
+    if (request_.method != "GET") {
+      return respond(405, "use GET or HEAD\n", "Allow: GET, HEAD\r\n");
+    }
+    if (path == "/healthz") {
+      if (handlers_.draining()) return respond(503, "draining\n");
+      return respond(200, "ok\n");
+    }
+    std::string body;
+    handlers_.metrics(body);
+    respond(200, body, "", "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  void respond(int status, std::string_view body, std::string_view extra = "",
+               std::string_view type = kText) {
+    arm(Phase::write, params_.write_timeout);
+    out_ = "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase(status)) + "\r\n";
+    out_ += "Content-Type: " + std::string(type) + "\r\n";
+    out_ += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    out_ += std::string(extra) + "Connection: close\r\n\r\n";
+    if (!head_only_) out_ += body;
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const error_code& ec, std::size_t) {
+                        if (self->phase_ != Phase::write) return;
+                        if (ec) return self->finish();
+                        self->linger();
+                      });
+  }
+
+  // Sends FIN, then reads and drops whatever the client still sends until it closes: closing
+  // with unread bytes would reset the connection and could destroy the answer in flight.
+  void linger() {
+    arm(Phase::linger, params_.linger);
+    out_ = std::string();
+    request_.body = std::string();
+    error_code ignored;
+    socket_.shutdown(asio::socket_base::shutdown_send, ignored);
+    discard();
+  }
+
+  void discard() {
+    socket_.async_read_some(asio::buffer(drop_),
+                            [self = shared_from_this()](const error_code& ec, std::size_t) {
+                              if (self->phase_ != Phase::linger) return;
+                              if (ec) return self->finish();
+                              self->discard();
+                            });
+  }
+
+  void finish() {
+    phase_ = Phase::done;
+    timer_.cancel();
+    error_code ignored;
+    socket_.close(ignored);
+  }
+
+  asio::ip::tcp::socket socket_;
+  asio::steady_timer timer_;
+  const Handlers& handlers_;
+  const Params params_;
+  const std::shared_ptr<Occupancy> occupancy_;  // this connection's slot
+  Phase phase_ = Phase::head;
+  asio::streambuf buffer_;  // the head, and the body bytes read with it
+  Request request_;
+  std::size_t length_ = 0;  // Content-Length
+  bool head_only_ = false;  // a HEAD request: the answer goes without its body
+  bool expect_continue_ = false;
+  std::string out_;
+  std::array<char, 512> drop_{};  // what lingering reads, unread
+};
+
+AdminServer::AdminServer(asio::io_context& io, const asio::ip::tcp::endpoint& at, Handlers h,
+                         const Params& p)
+    : io_(io),
+      acceptor_(io),
+      retry_(io),
+      handlers_(std::move(h)),
+      params_(p),
+      occupancy_(std::make_shared<Occupancy>()) {
   acceptor_.open(at.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(at);
@@ -194,17 +322,84 @@ AdminServer::AdminServer(asio::io_context& io, const asio::ip::tcp::endpoint& at
   do_accept();
 }
 
+AdminServer::~AdminServer() = default;
+
 void AdminServer::close() {
   error_code ignored;
   acceptor_.close(ignored);
+  retry_.cancel();
+}
+
+std::size_t AdminServer::open_connections() const {
+  return occupancy_->open;
 }
 
 void AdminServer::do_accept() {
   acceptor_.async_accept(io_, [this](const error_code& ec, asio::ip::tcp::socket s) {
-    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<AdminConnection>(std::move(s), handlers_)->start();
-    do_accept();
+    if (ec == asio::error::operation_aborted) return;  // closed: `this` may be gone
+    on_accept(ec, std::move(s));
   });
+}
+
+void AdminServer::on_accept(const error_code& ec, asio::ip::tcp::socket s) {
+  if (!acceptor_.is_open()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (is_resource_shortage(ec)) {
+    if (accept_log_.occurred(now)) {
+      spdlog::warn(
+          "admin listener: accept failed: {} ({} more since the last line); retrying every {} ms",
+          ec.message(), accept_log_.take() - 1, kAcceptRetry.count());
+    }
+    accepting_ = false;
+    retry_.expires_after(kAcceptRetry);
+    retry_.async_wait([this](const error_code& e) {
+      if (!e) do_accept();
+    });
+    return;
+  }
+  if (!ec) {
+    if (!accepting_ && accept_log_.ready(now)) {
+      spdlog::info("admin listener: accepting again ({} failures since the last line)",
+                   accept_log_.take());
+      accepting_ = true;
+    }
+    if (occupancy_->open >= params_.max_connections) {
+      refuse(s);
+    } else {
+      std::make_shared<Connection>(std::move(s), handlers_, params_, occupancy_)->start();
+    }
+  }
+  do_accept();  // after an error other than a shortage (the peer aborted), at once
+}
+
+// Answers without holding anything: what the client sent is drained (bounded) so that the
+// close sends FIN rather than a reset, then the 503 goes in one non-blocking write.
+void AdminServer::refuse(asio::ip::tcp::socket& s) {
+  ++refused_;
+  error_code ec;
+  s.non_blocking(true, ec);
+  std::array<char, 1024> drop{};
+  for (int i = 0; i < 16 && !ec; ++i) s.read_some(asio::buffer(drop), ec);
+  s.write_some(asio::buffer(kRefusal), ec);
+  s.shutdown(asio::socket_base::shutdown_send, ec);
+  s.close(ec);
+}
+
+bool AdminServer::bearer_token_matches(std::string_view authorization, std::string_view token) {
+  constexpr std::string_view kScheme = "bearer";
+  if (token.empty() || authorization.size() <= kScheme.size() ||
+      !ascii::iequals(authorization.substr(0, kScheme.size()), kScheme) ||
+      authorization[kScheme.size()] != ' ') {
+    return false;
+  }
+  std::string_view given = authorization.substr(kScheme.size());
+  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  // Constant time in the token's length: the comparison does not stop at the first difference.
+  unsigned char diff = given.size() == token.size() ? 0 : 1;
+  for (std::size_t i = 0; i < token.size(); ++i) {
+    diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
+  }
+  return diff == 0;
 }
 
 }  // namespace floodgate::app

@@ -1,21 +1,60 @@
 // The admin listener: GET /healthz, GET /metrics (Prometheus text format), GET /status (pools
-// and peers as JSON) and the control API
-// under /config (docs/operations.md), on the main thread's io_context, never on a reactor. One
-// request per connection (Connection: close); a body needs Content-Length; every read has a
-// deadline and a size bound.
+// and peers as JSON) and the control API under /config (docs/operations.md), on the main
+// thread's io_context, never on a reactor.
+//
+// One request per connection (Connection: close), so there is no keep-alive and no idle
+// deadline. Everything a client can make floodgate hold is bounded (Params):
+//   - at most `max_connections` open at once; the next one is answered 503 at once and closed;
+//   - a request head of at most `max_head` bytes (431), complete within `head_timeout` (408);
+//   - the token is checked as soon as the head is complete: a request other than GET or HEAD
+//     without it gets 401 and its body is never read, so until then a connection holds at
+//     most `max_head` bytes;
+//   - an authorized body of at most `max_body` bytes (413, decided from Content-Length before
+//     a byte of it is read), complete within `body_timeout` (408);
+//   - the answer written within `write_timeout`, then the connection lingers at most `linger`
+//     for the client to close (so an error answered before the body was read reaches a client
+//     still sending it, instead of being lost to a reset).
+// HEAD is served as GET without the body (same status and headers, Content-Length included).
+//
+// Thread-safety: construct, close() and the accessors on the io_context's thread (the main
+// thread); the handlers are called there too.
 #pragma once
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
+
+#include "floodgate/core/log_throttle.h"
 
 namespace floodgate::app {
 
+// The admin listener's bounds (a namespace-scope struct so that it can be a default argument).
+struct AdminParams {
+  std::size_t max_connections = 64;
+  std::size_t max_head = std::size_t{16} << 10;  // request line and header fields
+  // A configuration body. Larger files are activated from disk (POST /config/activate with
+  // an empty body reads the file, up to 16 MiB).
+  std::size_t max_body = std::size_t{1} << 20;
+  std::chrono::milliseconds head_timeout{10'000};   // from accept to the end of the head
+  std::chrono::milliseconds body_timeout{10'000};   // from the end of the head
+  std::chrono::milliseconds write_timeout{10'000};  // to write the answer
+  std::chrono::milliseconds linger{2'000};          // after the answer, for the client's FIN
+};
+
 class AdminServer {
  public:
+  using Params = AdminParams;
+
   struct Request {
-    std::string method;
+    std::string method;         // as sent, except HEAD, which is served as "GET"
     std::string path;           // without the query
     std::string authorization;  // the Authorization header's value, if any
     std::string body;
@@ -32,21 +71,49 @@ class AdminServer {
     // Every path under /config, and /status. Answers by calling the reply function, at once or
     // later (an activation answers once every reactor serves the new generation).
     std::function<void(const Request&, std::function<void(Response)>)> control;
+    // Whether an Authorization header value admits a request that changes something (any
+    // method but GET and HEAD). Called once the head is complete, before any body byte is read.
+    std::function<bool(std::string_view authorization)> authorized;
   };
 
-  // Largest request body accepted (a configuration file).
-  static constexpr std::size_t kMaxBody = std::size_t{4} << 20;
-
   // Binds and listens; throws boost::system::system_error on failure.
-  AdminServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at, Handlers h);
+  AdminServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at, Handlers h,
+              const Params& p = Params{});
+  ~AdminServer();
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+
+  // Stops accepting; connections in progress finish.
   void close();
+  boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+  // Connections open now (each holds a slot until it is closed).
+  std::size_t open_connections() const;
+  // Connections answered 503 because `max_connections` were open.
+  uint64_t refused_connections() const { return refused_; }
+
+  // True if `authorization` is `Bearer <token>`: the scheme in any case (RFC 9110 11.1), then
+  // one or more spaces, then exactly `token`, compared in time that depends only on the
+  // lengths. An empty `token` matches nothing.
+  static bool bearer_token_matches(std::string_view authorization, std::string_view token);
 
  private:
+  class Connection;
+  struct Occupancy;
   void do_accept();
+  void on_accept(const boost::system::error_code& ec, boost::asio::ip::tcp::socket s);
+  void refuse(boost::asio::ip::tcp::socket& s);
 
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_;  // accept back-off when out of descriptors or memory
   Handlers handlers_;
+  Params params_;
+  // Shared with every connection's slot: the io_context destroys pending connections after
+  // the AdminServer is gone, and their slots still give their count back.
+  std::shared_ptr<Occupancy> occupancy_;
+  uint64_t refused_ = 0;
+  bool accepting_ = true;  // false from an accept failure to the next success (for the log)
+  LogThrottle accept_log_{std::chrono::seconds(1)};
 };
 
 }  // namespace floodgate::app

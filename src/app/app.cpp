@@ -275,12 +275,17 @@ class Process {
     try {
       admin_.emplace(
           io_, to_tcp(start_.admin.listen),
-          AdminServer::Handlers{[this](std::string& out) { render_metrics(out); },
-                                [this] { return draining_; },
-                                [this](const AdminServer::Request& r,
-                                       std::function<void(AdminServer::Response)> reply) {
-                                  control(r, std::move(reply));
-                                }});
+          AdminServer::Handlers{
+              [this](std::string& out) { render_metrics(out); }, [this] { return draining_; },
+              [this](const AdminServer::Request& r,
+                     std::function<void(AdminServer::Response)> reply) {
+                control(r, std::move(reply));
+              },
+              [this](std::string_view authorization) {
+                // The token of the active generation (a reload may change it).
+                const std::string& token = gens_.active().config.admin.token;
+                return token.empty() || AdminServer::bearer_token_matches(authorization, token);
+              }});
     } catch (const std::exception& e) {
       return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
                   e.what());
@@ -536,10 +541,7 @@ class Process {
       return message(404, "unknown path; see docs/operations.md for the control API");
     }
     if (req.method != "POST") return message(405, "use POST " + req.path);
-    const std::string& token = gens_.active().config.admin.token;
-    if (!token.empty() && !token_matches(req.authorization, token)) {
-      return message(401, "missing or wrong token: send Authorization: Bearer <admin.token>");
-    }
+    // The token was checked when the head was complete (AdminServer::Handlers::authorized).
     if (draining_) return message(503, "floodgate is shutting down");
     if (action == "validate") {
       return done(AdminServer::Response{
@@ -590,18 +592,6 @@ class Process {
           200,
           boost::json::serialize(boost::json::object{{"generation", snap->generation}}) + "\n"});
     });
-  }
-
-  static bool token_matches(std::string_view authorization, std::string_view token) {
-    constexpr std::string_view kBearer = "Bearer ";
-    if (!authorization.starts_with(kBearer)) return false;
-    const std::string_view given = authorization.substr(kBearer.size());
-    // Constant time in the token's length: the comparison does not stop at the first difference.
-    unsigned char diff = given.size() == token.size() ? 0 : 1;
-    for (std::size_t i = 0; i < token.size(); ++i) {
-      diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
-    }
-    return diff == 0;
   }
 
   // The file's text, or the reason it cannot be read in `text`.
@@ -703,7 +693,18 @@ class Process {
     std::vector<const ReactorMetrics*> shards;
     for (auto& r : reactors_) shards.push_back(&r->metrics());
     render_prometheus(shards, gens_.pool_names(), out);
+    render_accept_errors(shards, out);
     PrometheusWriter w(out);
+    if (admin_) {
+      w.header("floodgate_admin_connections", "Open admin connections, this scrape's included.",
+               MetricType::gauge);
+      w.sample("floodgate_admin_connections", {},
+               static_cast<uint64_t>(admin_->open_connections()));
+      w.header("floodgate_admin_connections_refused_total",
+               "Admin connections answered 503 because the connection limit was reached.",
+               MetricType::counter);
+      w.sample("floodgate_admin_connections_refused_total", {}, admin_->refused_connections());
+    }
     render_pool_metrics(w, *serving_, shards);
     w.header("floodgate_access_log_dropped_total",
              "Access log lines dropped because the log queue was full.", MetricType::counter);

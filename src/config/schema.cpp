@@ -66,7 +66,7 @@ constexpr std::string_view kResilience = "[upstreams.resilience]";
 constexpr std::string_view kHealth = "[upstreams.health]";
 constexpr std::string_view kServerEntry =
     R"(a server entry, e.g. servers = [{ address = "127.0.0.1:9000", weight = 2 }])";
-constexpr std::array<KeyHome, 38> kKeyHomes{{
+constexpr std::array<KeyHome, 40> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -78,6 +78,7 @@ constexpr std::array<KeyHome, 38> kKeyHomes{{
     {"idle_timeout", kServer},
     {"drain_timeout", kServer},
     {"retirement_grace", kServer},
+    {"max_buffers_per_reactor", kServer},
     {"level", kLog},
     {"access_log", kLog},
     {"access_log_format", kLog},
@@ -108,6 +109,7 @@ constexpr std::array<KeyHome, 38> kKeyHomes{{
     {"weight", kServerEntry},
     {"host", "a [[routes]] entry (or [upstreams.health] for the probe's Host header)"},
     {"path_prefix", kRoute},
+    {"allow_h2c_upgrade", kRoute},
 }};
 
 std::string scope_hint(std::string_view key) {
@@ -139,6 +141,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   r.integer("max_headers", 1, 10'000, p.max_headers);
   r.integer("max_uri_bytes", 16, 1'048'576, p.max_uri_bytes);
   r.integer("max_body_bytes", 0, std::numeric_limits<int64_t>::max(), p.max_body_bytes);
+  r.integer("max_buffers_per_reactor", 2, 1'048'576, p.max_buffers_per_reactor);
   marks.header_timeout_ok = r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
   r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
@@ -368,11 +371,26 @@ void read_route_upstream(TableReader& r, RouteParams& p, const Names& names) {
   }
 }
 
+// A boolean key; false when it holds anything else (recorded).
+bool read_boolean(TableReader& r, std::string_view key, std::string_view example, bool& out) {
+  const toml::node* n = r.find(key);
+  if (n == nullptr) {
+    return true;
+  }
+  if (const auto* b = n->as_boolean()) {
+    out = b->get();
+    return true;
+  }
+  type_error(r.out(), r.position(key), r.path(key), "a boolean", *n, example);
+  return false;
+}
+
 void read_route(TableReader& r, RouteParams& p, const Names& names, DocumentMarks& marks,
                 size_t index) {
   bool ok = r.text("host", R"(host = "*")", parse_route_host, p.host);
   ok = r.text("path_prefix", R"(path_prefix = "/")", parse_path_prefix, p.path_prefix) && ok;
   read_route_upstream(r, p, names);
+  read_boolean(r, "allow_h2c_upgrade", "allow_h2c_upgrade = true", p.allow_h2c_upgrade);
   marks.routes.push_back({index, r.position(), ok});
   reject_pool_scoped(r, p);
   // Only a table is descended into; anything else named resilience stays an unknown key.

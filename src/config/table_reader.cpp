@@ -372,7 +372,8 @@ void TableReader::warning(std::string_view key, std::string message) {
 
 void TableReader::finish() {
   for (auto&& [key, node] : *table_) {
-    const auto is_key = [&](const std::string& k) { return k == key.str(); };
+    // Captured by name, not as a structured binding: clang 14 (the fuzzing build) cannot.
+    const auto is_key = [name = key.str()](const std::string& k) { return k == name; };
     if (std::ranges::any_of(known_, is_key) || std::ranges::any_of(claimed_, is_key)) {
       continue;
     }

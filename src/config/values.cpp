@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstdint>
 
+#include "floodgate/routing/params.h"  // kMaxPathPrefixBytes only: no link dependency
+
 namespace floodgate::config::detail {
 namespace {
 
@@ -234,6 +236,17 @@ Parsed<std::string> parse_path_prefix(std::string_view text) {
   const auto is_control = [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; };
   if (std::any_of(text.begin(), text.end(), is_control)) {
     return P::fail(quoted(text) + " contains a space or control character; percent-encode it");
+  }
+  // Routes match the request's normalised path, without its query (docs/http.md, Routing).
+  if (const size_t cut = text.find_first_of("?#"); cut != std::string_view::npos) {
+    return P::fail(quoted(text) + " contains '" + text[cut] +
+                   "'; a route matches the path without the query, e.g. path_prefix = " +
+                   quoted(text.substr(0, cut)));
+  }
+  if (text.size() > kMaxPathPrefixBytes) {
+    return P::fail("a path_prefix of " + std::to_string(text.size()) +
+                   " bytes is too long; at most " + std::to_string(kMaxPathPrefixBytes) +
+                   " are allowed");
   }
   return P::ok(std::string(text));
 }

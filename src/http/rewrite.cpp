@@ -83,20 +83,65 @@ bool split_absolute(std::string_view target, std::string_view& authority, std::s
 Reason inspect_target(const Parser& head, RequestFacts& facts, bool& absolute) {
   const std::string_view target = head.target();
   absolute = false;
+  // A request-target has no fragment (RFC 9112 section 3.2): clients strip it. One that arrives
+  // is refused rather than stripped, so that floodgate and the backend never see two targets.
+  if (target.find('#') != std::string_view::npos) return Reason::bad_request;
   if (!target.empty() && target.front() == '/') {
     facts.path = target;
     return Reason::none;
   }
   if (target == "*" && head.method() == HTTP_OPTIONS) {
     facts.path = target;
+    facts.asterisk = true;
     return Reason::none;
   }
-  if (split_absolute(target, facts.host, facts.path)) {
+  if (split_absolute(target, facts.host, facts.path) && valid_authority(facts.host)) {
     absolute = true;
     return Reason::none;
   }
   return Reason::bad_request;
 }
+
+bool is_host_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+bool is_ipv6_char(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' ||
+         c == '.';
+}
+
+// port = *DIGIT (RFC 3986 section 3.2.3), at most 65535; empty is allowed (no port).
+bool valid_port(std::string_view port) {
+  uint32_t value = 0;
+  for (const char c : port) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<uint32_t>(c - '0');
+    if (value > 65535) return false;
+  }
+  return true;
+}
+
+// An HTTP/2 protocol in an Upgrade offer: "h2c", "h2" (never valid in cleartext, refused
+// alike) or "HTTP/2..." (RFC 9110 section 7.8 protocol-name "/" protocol-version).
+bool is_http2_token(std::string_view t) {
+  return iequals(t, "h2c") || iequals(t, "h2") ||
+         (t.size() >= 6 && iequals(t.substr(0, 6), "HTTP/2"));
+}
+
+// A client X-Request-Id is adopted only when it is short and visible ASCII: it is forwarded
+// and logged as is.
+bool acceptable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
+  for (const char c : id) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x21 || u > 0x7e) return false;
+  }
+  return true;
+}
+
+constexpr std::string_view kHttp2Settings = "HTTP2-Settings";
 
 }  // namespace
 
@@ -106,22 +151,31 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
   if (head.method() == HTTP_CONNECT) return Reason::bad_request;
   bool absolute = false;
   if (inspect_target(head, facts, absolute) != Reason::none) return Reason::bad_request;
-  int hosts = 0, codings = 0;
-  bool upgrade_field = false;
+  int hosts = 0, codings = 0, request_ids = 0;
   bool connection_upgrade = false;
   for (uint32_t i = 0; i < head.field_count(); ++i) {
     const std::string_view value = head.field_value(i);
     switch (head.field_kind(i)) {
       case Field::host:
-        if (++hosts == 1 && !absolute) facts.host = ascii::trim(value);
+        // Checked even when an absolute-form authority replaces it. Empty is allowed (RFC 9110
+        // section 7.2); it then matches only "*" routes.
+        if (++hosts > 1 || (!ascii::trim(value).empty() && !valid_authority(ascii::trim(value)))) {
+          return Reason::bad_request;
+        }
+        if (!absolute) facts.host = ascii::trim(value);
         break;
       case Field::transfer_encoding:
         // Only "chunked" alone is forwarded faithfully; anything else is refused rather than
-        // guessed at (request smuggling).
-        if (++codings > 1 || !iequals(ascii::trim(value), "chunked")) return Reason::bad_request;
+        // guessed at (request smuggling). HTTP/1.0 has no transfer codings (RFC 9112 section
+        // 6.1): its message would be framed one way here and another way by an HTTP/1.0 peer.
+        if (++codings > 1 || head.http_minor() == 0 || !iequals(ascii::trim(value), "chunked")) {
+          return Reason::bad_request;
+        }
         break;
       case Field::upgrade:
-        upgrade_field = true;
+        ascii::for_each_token(value, [&](std::string_view t) {
+          (is_http2_token(t) ? facts.offers_h2c : facts.offers_other) = true;
+        });
         break;
       case Field::connection:
         ascii::for_each_token(value, [&](std::string_view t) {
@@ -132,35 +186,103 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
         if (iequals(ascii::trim(value), "100-continue")) facts.expect_continue = true;
         break;
       case Field::x_request_id:
-        if (facts.request_id.empty()) facts.request_id = ascii::trim(value);
+        // The first one decides; one floodgate cannot adopt is replaced by a generated id.
+        if (++request_ids == 1 && acceptable_request_id(ascii::trim(value))) {
+          facts.request_id = ascii::trim(value);
+        }
         break;
       default:
         break;
     }
   }
   // RFC 9112 section 3.2: an HTTP/1.1 request without Host is refused even in absolute-form.
-  if (hosts > 1 || (hosts == 0 && head.http_minor() == 1)) return Reason::bad_request;
-  facts.upgrade = upgrade_field && connection_upgrade;
+  if (hosts == 0 && head.http_minor() == 1) return Reason::bad_request;
+  if (!connection_upgrade) facts.offers_h2c = facts.offers_other = false;
+  facts.upgrade = facts.offers_other;  // h2c only once a route allows it (apply_h2c_policy)
   facts.keep_alive = head.keep_alive();
   facts.has_body = head.chunked() || head.content_length() > 0;
   return Reason::none;
+}
+
+namespace {
+
+// The Upgrade field the backend receives: the client's offer in order, without the HTTP/2
+// tokens unless the route forwards them.
+void write_upgrade(const Parser& head, const RequestFacts& facts, Writer& out) {
+  const bool h2c = facts.offers_h2c && facts.allow_h2c;
+  out.put(h2c ? "Connection: upgrade, HTTP2-Settings\r\nUpgrade: "
+              : "Connection: upgrade\r\nUpgrade: ");
+  const char* separator = "";
+  for (uint32_t i = 0; i < head.field_count(); ++i) {
+    if (head.field_kind(i) != Field::upgrade) continue;
+    ascii::for_each_token(head.field_value(i), [&](std::string_view t) {
+      if (!h2c && is_http2_token(t)) return;
+      out.put(separator).put(t);
+      separator = ", ";
+    });
+  }
+  out.put("\r\n");
+}
+
+}  // namespace
+
+bool valid_authority(std::string_view a) {
+  std::size_t i = 0;
+  if (!a.empty() && a.front() == '[') {  // IP-literal: IPv6 only (no IPvFuture, no zone)
+    const std::size_t close = a.find(']');
+    if (close == std::string_view::npos || close < 3) return false;
+    const std::string_view literal = a.substr(1, close - 1);
+    if (literal.find(':') == std::string_view::npos) return false;
+    for (const char c : literal) {
+      if (!is_ipv6_char(c)) return false;
+    }
+    i = close + 1;
+  } else {
+    while (i < a.size() && a[i] != ':') {
+      if (!is_host_char(a[i])) return false;
+      ++i;
+    }
+    if (i == 0) return false;  // no host before the port
+  }
+  if (i == a.size()) return true;
+  return a[i] == ':' && valid_port(a.substr(i + 1));
+}
+
+void apply_h2c_policy(RequestFacts& facts, bool allow) {
+  facts.allow_h2c = allow;
+  facts.upgrade = facts.offers_other || (facts.offers_h2c && allow);
+  // The parser took the head as an upgrade request and reads nothing after it: the client
+  // connection closes after the response, as after an upgrade the backend declined.
+  if (facts.offers_h2c && !facts.upgrade) facts.keep_alive = false;
+}
+
+std::string_view options_response(bool close) {
+  static constexpr std::string_view kKeep =
+      "HTTP/1.1 200 OK\r\nAllow: GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH\r\n"
+      "Content-Length: 0\r\n\r\n";
+  static constexpr std::string_view kClose =
+      "HTTP/1.1 200 OK\r\nAllow: GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH\r\n"
+      "Content-Length: 0\r\nConnection: close\r\n\r\n";
+  return close ? kClose : kKeep;
 }
 
 bool write_request_head(const Parser& head, const RequestFacts& facts, const ForwardInfo& fwd,
                         Writer& out) {
   const ConnectionTokens named(head);
   out.put(head.method_name()).put(" ").put(facts.path).put(" HTTP/1.1\r\n");
-  out.header("Host", facts.host);
-  std::string_view upgrade_value;
+  // A request without a Host (HTTP/1.0) or with an empty one still names a host to the backend.
+  out.header("Host", facts.host.empty() ? fwd.backend_host : facts.host);
   const bool have_xff = head.has(bit(Field::x_forwarded_for));
   const bool have_via = head.has(bit(Field::via));
+  // HTTP2-Settings belongs to an h2c upgrade: forwarded with one, dropped otherwise.
+  const bool h2c = facts.upgrade && facts.offers_h2c && facts.allow_h2c;
   for (uint32_t i = 0; i < head.field_count(); ++i) {
     const Field f = head.field_kind(i);
-    if (f == Field::upgrade && upgrade_value.empty()) upgrade_value = head.field_value(i);
     if (f != Field::other && f != Field::content_length) continue;
     const std::string_view name = head.field_name(i);
+    const bool settings = f == Field::other && iequals(name, kHttp2Settings);
     // Content-Length frames the body we forward: never hop-by-hop, whatever Connection says.
-    if (f == Field::other && named.names(name)) continue;
+    if (settings ? !h2c : f == Field::other && named.names(name)) continue;
     out.put(name).put(": ").put(head.field_value(i)).put("\r\n");
   }
   // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
@@ -178,7 +300,7 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
   out.put("1.1 floodgate\r\n");
   out.header("X-Request-Id", fwd.request_id);
   if (head.chunked()) out.put("Transfer-Encoding: chunked\r\n");
-  if (facts.upgrade) out.put("Connection: upgrade\r\n").header("Upgrade", upgrade_value);
+  if (facts.upgrade) write_upgrade(head, facts, out);
   out.put("\r\n");
   return out.ok();
 }
@@ -205,12 +327,16 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
                          Writer& out) {
   const ConnectionTokens named(response);
   const bool switching = response.status() == 101;
+  // RFC 9110 section 8.6: no Content-Length in a 1xx or 204 response (a 304's may stay: it
+  // gives the selected representation's length).
+  const bool no_length = response.status() < 200 || response.status() == 204;
   out.put("HTTP/1.1 ").dec(static_cast<uint64_t>(response.status())).put(" ");
   out.put(response.status_text()).put("\r\n");
   for (uint32_t i = 0; i < response.field_count(); ++i) {
     const std::string_view name = response.field_name(i);
     const Field f = response.field_kind(i);
     if (hop_by_hop(f) && !(switching && f == Field::upgrade)) continue;
+    if (no_length && f == Field::content_length) continue;
     if (named.names(name) && !(switching && f == Field::upgrade) && f != Field::content_length) {
       continue;  // Content-Length frames a length plan's body: never hop-by-hop
     }

@@ -95,6 +95,20 @@ void render_generated(PrometheusWriter& w, Shards shards) {
 
 }  // namespace
 
+void render_accept_errors(Shards shards, std::string& out) {
+  constexpr std::string_view kName = "floodgate_accept_errors_total";
+  PrometheusWriter w(out);
+  w.header(kName, "Failed accept() calls on the client listeners, by reason.", MetricType::counter);
+  for (std::size_t r = 0; r < kAcceptErrorLabels.size(); ++r) {
+    uint64_t total = 0;
+    for (const ReactorMetrics* shard : shards) {
+      total += shard->accept_errors(static_cast<AcceptError>(r)).value();
+    }
+    const Label labels[] = {{"reason", kAcceptErrorLabels[r]}};
+    w.sample(kName, labels, total);
+  }
+}
+
 void render_prometheus(Shards shards, Names upstream_names, std::string& out) {
   PrometheusWriter w(out);
   render_requests(w, shards, upstream_names);

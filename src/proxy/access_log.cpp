@@ -16,9 +16,17 @@ namespace {
 // Per reactor: about 3,000 typical lines, so a log thread that falls a second behind under
 // full load drops lines rather than stalling a reactor.
 constexpr std::size_t kRingBytes = std::size_t{1} << 20;
-// Longer targets are logged cut (and marked "..."), so that a line always fits the stack
-// buffer (no allocation) and the ring.
+// Every logged string is bounded, so that a line always fits the stack buffer (no allocation)
+// and the ring: longer ones are logged cut, marked with kCut. The target may be long; every
+// other string (client, method, upstream, backend, reason, request id) is short by nature.
 constexpr std::size_t kMaxLoggedTarget = 4096;
+constexpr std::size_t kMaxLoggedField = 256;
+constexpr std::string_view kCut = "...";
+// The longest line: every byte of every string escaped (6 bytes in JSON, "\u00XX"), plus the
+// keys, punctuation and numbers (well under 512 bytes).
+constexpr std::size_t kLongestLine =
+    (kMaxLoggedTarget + 6 * kMaxLoggedField) * 6 + 7 * kCut.size() + 512;
+static_assert(kLongestLine <= AccessLog::kLineBytes);
 // The log thread looks for lines this often when the rings were empty (backing off up to the
 // longest interval while idle); reactors never wake it, so writing costs them no syscall.
 constexpr auto kMinIdleWait = std::chrono::milliseconds(1);
@@ -26,29 +34,37 @@ constexpr auto kMaxIdleWait = std::chrono::milliseconds(20);
 
 using LineBuffer = fmt::basic_memory_buffer<char, AccessLog::kLineBytes>;
 
-std::string_view cut_target(std::string_view t, bool& cut) {
-  cut = t.size() > kMaxLoggedTarget;
-  return cut ? t.substr(0, kMaxLoggedTarget) : t;
+void put_hex_byte(LineBuffer& out, std::string_view prefix, unsigned char u) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.append(prefix);
+  out.push_back(kHex[u >> 4]);
+  out.push_back(kHex[u & 0xf]);
 }
 
-// Appends `s` as the contents of a JSON string (RFC 8259 escaping).
-void json_escape(LineBuffer& out, std::string_view s) {
-  for (const char c : s) {
+// Appends at most `max` bytes of `s` as the contents of a JSON string (RFC 8259), then kCut if
+// it was longer. Only printable ASCII is copied: '"' and '\\' are escaped, control characters
+// and DEL become \u00XX, and so does every byte >= 0x80 (\u0080-\u00ff, the byte's value), so
+// the line is valid UTF-8 JSON whatever the client sent and the bytes can be recovered.
+void json_escape(LineBuffer& out, std::string_view s, std::size_t max) {
+  const bool cut = s.size() > max;
+  for (const char c : cut ? s.substr(0, max) : s) {
     const auto u = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
       out.push_back('\\');
       out.push_back(c);
-    } else if (u < 0x20) {
-      fmt::format_to(std::back_inserter(out), "\\u{:04x}", u);
+    } else if (u < 0x20 || u >= 0x7f) {
+      put_hex_byte(out, "\\u00", u);
     } else {
       out.push_back(c);
     }
   }
+  if (cut) out.append(kCut);
 }
 
-void json_field(LineBuffer& out, std::string_view key, std::string_view value) {
+void json_field(LineBuffer& out, std::string_view key, std::string_view value,
+                std::size_t max = kMaxLoggedField) {
   fmt::format_to(std::back_inserter(out), ",\"{}\":\"", key);
-  json_escape(out, value);
+  json_escape(out, value, max);
   out.push_back('"');
 }
 
@@ -59,12 +75,7 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
                  ms.count() % 1000);
   json_field(out, "client", r.client);
   json_field(out, "method", r.method);
-  bool cut = false;
-  json_field(out, "target", cut_target(r.target, cut));
-  if (cut) {  // inside the string: the closing quote was just written
-    out.resize(out.size() - 1);
-    fmt::format_to(std::back_inserter(out), "...\"");
-  }
+  json_field(out, "target", r.target, kMaxLoggedTarget);
   fmt::format_to(std::back_inserter(out), ",\"status\":{},\"bytes_in\":{},\"bytes_out\":{}",
                  r.status, r.bytes_in, r.bytes_out);
   json_field(out, "upstream", r.upstream);
@@ -76,19 +87,44 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
   out.push_back('}');
 }
 
+// A combined-format field: "-" when empty; else at most `max` bytes, with '"', '\\', control
+// characters and bytes >= 0x7f written \xXX (as nginx does), so a field never breaks the line
+// or its quoting; kCut when it was longer.
+void combined_field(LineBuffer& out, std::string_view s, std::size_t max = kMaxLoggedField) {
+  if (s.empty()) {
+    out.push_back('-');
+    return;
+  }
+  const bool cut = s.size() > max;
+  for (const char c : cut ? s.substr(0, max) : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\' || u < 0x20 || u >= 0x7f) {
+      put_hex_byte(out, "\\x", u);
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (cut) out.append(kCut);
+}
+
 // NCSA combined log format, with floodgate's fields appended (upstream, backend, duration in
 // seconds, reason, request id).
 void format_combined(LineBuffer& out, const AccessRecord& r) {
   const auto secs = std::chrono::floor<std::chrono::seconds>(r.time);
-  auto dash = [](std::string_view s) { return s.empty() ? std::string_view("-") : s; };
-  bool cut = false;
-  fmt::format_to(std::back_inserter(out),
-                 "{} - - [{:%d/%b/%Y:%H:%M:%S} +0000] \"{} {}{} HTTP/1.1\" {} {} \"-\" \"-\"",
-                 dash(r.client), secs, dash(r.method), dash(cut_target(r.target, cut)),
-                 cut ? "..." : "", r.status, r.bytes_out);
-  fmt::format_to(std::back_inserter(out), " {} {} {:.6f} {} {}", dash(r.upstream), dash(r.backend),
-                 std::chrono::duration<double>(r.duration).count(), dash(info(r.reason).name),
-                 dash(r.request_id));
+  combined_field(out, r.client);
+  fmt::format_to(std::back_inserter(out), " - - [{:%d/%b/%Y:%H:%M:%S} +0000] \"", secs);
+  combined_field(out, r.method);
+  out.push_back(' ');
+  combined_field(out, r.target, kMaxLoggedTarget);
+  fmt::format_to(std::back_inserter(out), " HTTP/1.1\" {} {} \"-\" \"-\" ", r.status, r.bytes_out);
+  combined_field(out, r.upstream);
+  out.push_back(' ');
+  combined_field(out, r.backend);
+  fmt::format_to(std::back_inserter(out), " {:.6f} ",
+                 std::chrono::duration<double>(r.duration).count());
+  combined_field(out, info(r.reason).name);
+  out.push_back(' ');
+  combined_field(out, r.request_id);
 }
 
 }  // namespace

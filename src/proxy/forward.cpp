@@ -80,14 +80,20 @@ void Session::on_connected(const error_code& ec) {
 void Session::send_request_head() {
   const std::size_t cap = reactor_.request_data();
   if (bout_ == nullptr) bout_ = reactor_.request_buffers().acquire();
+  if (bin_ == nullptr) bin_ = reactor_.response_buffers().acquire();
+  if (bout_ == nullptr || bin_ == nullptr) {  // at server.max_buffers_per_reactor
+    release_backend(true);                    // nothing was sent on it
+    return respond(Reason::buffers_exhausted);
+  }
   http::Writer w(bout_, cap);
-  const http::ForwardInfo fwd{{client_ip_, client_ip_len_}, request_id_view_};
+  const http::ForwardInfo fwd{{client_ip_, client_ip_len_},
+                              request_id_view_,
+                              up_->backends[static_cast<std::size_t>(backend_)]->address.text};
   if (!http::write_request_head(parser_, facts_, fwd, w)) {
     release_backend(true);
     return respond(Reason::header_too_large);
   }
   bout_len_ = w.size();
-  if (bin_ == nullptr) bin_ = reactor_.response_buffers().acquire();
   bin_len_ = bin_pos_ = 0;
   conn_->parser.begin(bin_data(), bin_fields(),
                       http::HeadLimits{0, 0, BufferLayout::kResponseFields});
@@ -231,6 +237,7 @@ void Session::on_interim_response() {
   const bool forward = rp.status() != 100 && parser_.http_minor() >= 1;
   if (forward) {
     if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
+    if (cout_ == nullptr) return fail_backend(Reason::buffers_exhausted);
     http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
     if (!http::write_response_head(rp, http::ResponsePlan{}, parser_.http_minor(), w)) {
       return fail_backend(Reason::upstream_bad_response);
@@ -257,6 +264,7 @@ void Session::on_response_head(bool message_done) {
   plan_ = http::plan_response(rp, head_request_, parser_.http_minor(), keep);
   status_ = rp.status();
   if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
+  if (cout_ == nullptr) return fail_backend(Reason::buffers_exhausted);
   http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
   if (!http::write_response_head(rp, plan_, parser_.http_minor(), w)) {
     return fail_backend(Reason::upstream_bad_response);

@@ -4,7 +4,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <cstring>
 #include <random>
@@ -12,6 +14,7 @@
 
 #include "backend_conn.h"
 #include "floodgate/core/heap_count.h"
+#include "floodgate/core/log_throttle.h"
 #include "poller.h"
 #include "session.h"
 
@@ -22,6 +25,8 @@ using boost::system::error_code;
 
 namespace {
 constexpr auto kTick = std::chrono::milliseconds(10);
+// Returned buffers a pool keeps for reuse (fewer when server.max_buffers_per_reactor is lower).
+constexpr std::size_t kMaxFreeBuffers = 1024;
 // Connections accepted per listener wakeup before the others get their turn.
 constexpr int kAcceptBatch = 64;
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
@@ -39,8 +44,10 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
       ticker_(std::make_unique<Ticker>(*this)),
       layout_{BufferLayout::request_fields(snapshot->server),
               BufferLayout::request_data(snapshot->server)},
-      request_buffers_(block_size(layout_.request_fields, layout_.request_data)),
-      response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData)),
+      request_buffers_(block_size(layout_.request_fields, layout_.request_data), kMaxFreeBuffers,
+                       snapshot->server.max_buffers_per_reactor),
+      response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData),
+                        kMaxFreeBuffers, snapshot->server.max_buffers_per_reactor),
       metrics_(kMaxPools) {
   std::random_device rd;
   const uint64_t prefix =
@@ -126,8 +133,13 @@ class Reactor::Listener final : public PollTarget {
     }
     fd_ = -1;
   }
-  void on_poll(uint32_t) override { accept(); }
-  void on_ready() override { accept(); }
+  // While backing off, a wakeup waits for the retry: the queue is drained then.
+  void on_poll(uint32_t) override {
+    if (!retry_.armed()) accept();
+  }
+  void on_ready() override {
+    if (!retry_.armed()) accept();
+  }
 
  private:
   void accept() {
@@ -140,20 +152,61 @@ class Reactor::Listener final : public PollTarget {
       if (fd < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // the next edge wakes us
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
-        // Out of descriptors or memory: back off briefly instead of spinning on the error.
-        reactor_.wheel_.schedule(retry_, std::chrono::steady_clock::now() + kAcceptRetry);
-        return;
+        return back_off(errno);
       }
+      if (failing_) recovered();
       Ref<Session> s(new Session(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer)));
       s->start();
     }
     reactor_.poller_->defer(*this);  // more may be waiting: continue after the other work
   }
 
+  // Out of descriptors or memory: count it, say so (at most once a second), and retry
+  // after a pause instead of spinning on the error. No allocation, no lock but the process
+  // log's queue (asynchronous: the reactor never waits for the line to be written).
+  void back_off(int error) {
+    const AcceptError reason = classify(error);
+    reactor_.metrics_.accept_failed(reason);
+    failing_ = true;
+    const auto now = reactor_.now();
+    if (log_.occurred(now)) {
+      char text[128];
+      spdlog::warn(
+          "accept on {} failed: {} ({}; {} more since the last line); retrying every {} ms", key_,
+          ::strerror_r(error, text, sizeof(text)),
+          kAcceptErrorLabels[static_cast<std::size_t>(reason)], log_.take() - 1,
+          kAcceptRetry.count());
+    }
+    reactor_.wheel_.schedule(retry_, now + kAcceptRetry);
+  }
+
+  void recovered() {
+    if (!log_.ready(reactor_.now())) return;  // said at the next chance
+    spdlog::info("accept on {} works again ({} failures since the last line)", key_, log_.take());
+    failing_ = false;
+  }
+
+  static AcceptError classify(int error) {
+    switch (error) {
+      case EMFILE:
+        return AcceptError::emfile;
+      case ENFILE:
+        return AcceptError::enfile;
+      case ENOBUFS:
+        return AcceptError::enobufs;
+      case ENOMEM:
+        return AcceptError::enomem;
+      default:
+        return AcceptError::other;
+    }
+  }
+
   Reactor& reactor_;
   const std::string key_;  // the listen address as configured
   int fd_;
   TimerWheel::Entry retry_;
+  LogThrottle log_{std::chrono::seconds(1)};  // accept failures: one line a second at most
+  bool failing_ = false;                      // from a failure until a line says it is over
 };
 
 // The tick: a periodic timerfd in the poller that advances the timer wheel.

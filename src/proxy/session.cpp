@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "floodgate/proxy/reactor.h"
+#include "floodgate/routing/match_path.h"
 
 namespace floodgate::proxy {
 
@@ -95,6 +96,7 @@ void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) 
   if (ec) return close();  // the client went away; a request in progress is abandoned
   if (landing) {
     if (in_ == nullptr) in_ = reactor_.request_buffers().acquire();
+    if (in_ == nullptr) return refuse_without_buffer(n);
     std::memcpy(in_data() + in_len_, landing_, n);
   }
   in_len_ += n;
@@ -160,6 +162,10 @@ void Session::on_head() {
   in_pos_ = parser_.head_end();
   head_request_ = parser_.method() == HTTP_HEAD;
   if (const Reason r = http::inspect_request(parser_, facts_); r != Reason::none) return respond(r);
+  MatchPath path;  // what routes match: the normalised path (on the stack, for this match)
+  if (!facts_.asterisk && path.assign(facts_.path) != PathVerdict::ok) {
+    return respond(Reason::bad_request);
+  }
   if (!facts_.has_body) {
     // Complete the message in the parser now, so a rejection below can keep the connection.
     std::size_t consumed = 0;
@@ -180,18 +186,37 @@ void Session::on_head() {
   } else {
     request_id_view_ = facts_.request_id;
   }
+  if (facts_.asterisk) return answer_options();
   const Snapshot& snap = *gen_->snapshot;
-  const Route* route = snap.routes.match(facts_.host, facts_.path);
+  const Route* route = snap.routes.match(facts_.host, path.view());
   if (route == nullptr) return respond(Reason::no_route);
+  http::apply_h2c_policy(facts_, route->allow_h2c_upgrade);
   up_ = &snap.upstream(route->upstream);
   admit();
+}
+
+// The reactor is at server.max_buffers_per_reactor (or out of memory): the request that has
+// begun in landing_ is answered from the prebuilt responses, which need no buffer, and the
+// connection closes (its unread rest cannot be told from a next request).
+void Session::refuse_without_buffer(std::size_t n) {
+  phase_ = Phase::head;
+  started_ = std::chrono::steady_clock::now();
+  gen_ = reactor_.current();
+  parser_.begin(landing_, nullptr, {});  // nothing of this request is parsed (access log)
+  facts_ = {};
+  up_ = nullptr;
+  backend_ = -1;
+  request_parsed_ = head_request_ = false;
+  in_len_ = bytes_out_ = 0;
+  bytes_in_ = n;
+  request_id_view_ = {};
+  respond(Reason::buffers_exhausted);
 }
 
 void Session::respond(Reason reason) {
   reason_ = reason;
   status_ = info(reason).status;
   reactor_.metrics().generated(reason);
-  client_timer_.cancel();
   // The unread rest of a rejected request cannot be told apart from a next request: close.
   const bool close = http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ ||
                      reactor_.draining();
@@ -199,6 +224,21 @@ void Session::respond(Reason reason) {
   std::string_view bytes = pool_reason && up_ != nullptr ? up_->rejection(reason, close)
                                                          : http::generated_response(reason, close);
   if (head_request_) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
+  write_generated(bytes, close);
+}
+
+// OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
+// path to match it with: floodgate answers for itself, with what it forwards.
+void Session::answer_options() {
+  status_ = 200;
+  const bool close = !facts_.keep_alive || !request_parsed_ || reactor_.draining();
+  write_generated(http::options_response(close), close);
+}
+
+// Writes a response floodgate made (static bytes), then finishes the request; `close` ends the
+// connection after it (with a lingering close: see linger_close()).
+void Session::write_generated(std::string_view bytes, bool close) {
+  client_timer_.cancel();
   phase_ = Phase::generated;
   client_writing_ = true;
   generated_close_ = close;

@@ -67,6 +67,10 @@ class Session final : public RefCounted<Session> {
   void parse_head();
   void on_head();
   void respond(Reason reason);
+  void answer_options();
+  void write_generated(std::string_view bytes, bool close);
+  // No request buffer for the bytes in landing_: 503 buffers_exhausted, then close.
+  void refuse_without_buffer(std::size_t n);
   // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
   void reject(Reason reason);
   void on_generated_written(const boost::system::error_code& ec, bool close);

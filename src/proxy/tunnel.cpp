@@ -20,6 +20,7 @@ void Session::start_tunnel() {
   phase_ = Phase::tunnel;
   backend_timer_.cancel();
   if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
+  if (cout_ == nullptr) return fail_backend(Reason::buffers_exhausted);
   http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
   if (!http::write_response_head(rp, http::ResponsePlan{}, parser_.http_minor(), w)) {
     return fail_backend(Reason::upstream_bad_response);

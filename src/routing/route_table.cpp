@@ -1,5 +1,7 @@
 #include "floodgate/routing/route_table.h"
 
+#include "floodgate/routing/match_path.h"
+
 #include <algorithm>
 #include <array>
 #include <cassert>
@@ -45,6 +47,18 @@ std::string_view strip_host(std::string_view host) noexcept {
   return host;
 }
 
+// Requests are matched on their normalised path, so the prefix is normalised too ("/%7Eu" is
+// "/~u"). One that config would refuse (a query, too long, climbing above the root) is kept as
+// written: it then matches nothing, rather than something wider than it says.
+std::string normalised_prefix(const std::string& prefix) {
+  MatchPath normal;
+  if (prefix.size() > kMaxPathPrefixBytes || prefix.find_first_of("?#") != std::string::npos ||
+      normal.assign(prefix) != PathVerdict::ok) {
+    return prefix;
+  }
+  return std::string(normal.view());
+}
+
 Pending classify(const RouteParams& params, uint32_t upstream, uint32_t index) {
   const std::string_view name = strip_host(params.host);
   std::string host(name.size(), '\0');
@@ -58,7 +72,9 @@ Pending classify(const RouteParams& params, uint32_t upstream, uint32_t index) {
     kind = Kind::wildcard;
     key.erase(0, 1);  // keep the dot: ".example.com" never matches "example.com"
   }
-  return {kind, std::move(key), Route{std::move(host), params.path_prefix, upstream, index}};
+  return {kind, std::move(key),
+          Route{std::move(host), normalised_prefix(params.path_prefix), upstream, index,
+                params.allow_h2c_upgrade}};
 }
 
 // Precedence order: kind, then host key, then longest prefix, then configuration order.

@@ -27,7 +27,11 @@ What it answers is chosen per request by path (see ``Backend._dispatch``):
                                  marked dropped, and the connection closed without an answer
   /close-after-response          a response with Connection: close, then the backend closes
   /ws                            101 Switching Protocols to Upgrade: websocket, then echoes bytes
+  /h2c                           101 to Upgrade: h2c when offered (then echoes bytes), else /echo
   /big?bytes=N                   a body of N pattern bytes (see big_body), streamed
+  /raw?key=K                     the bytes the test set with set_raw(K, part, ...): the first
+                                 part at once, part i once the test calls release("K/i"); the
+                                 connection then stays open for the next request
 Every response carries ``X-Backend-Name`` so routing and balancing tests can tell backends apart.
 
 Waiting is bounded everywhere: a held request gives up after HOLD_LIMIT seconds.
@@ -179,6 +183,7 @@ class Backend:
         self.connections_closed = 0
         self.ws_events = []  # ("open", conn_id) / ("peer-closed", conn_id)
         self._gates = {}
+        self._raw = {}  # key -> [bytes, ...] for /raw
         self._socks = set()
         self._stopping = False
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
@@ -248,6 +253,11 @@ class Backend:
                     return r
             return None
         return self.wait_for(find, timeout, "a request for %s" % target)
+
+    def set_raw(self, key, *parts):
+        """What /raw?key=K answers: raw bytes, sent part by part (see the module docstring)."""
+        with self.cond:
+            self._raw[key] = list(parts)
 
     def release(self, key):
         with self.cond:
@@ -467,8 +477,12 @@ class Backend:
         if path == "/close-after-response":
             self._simple(conn, rec, 200, "OK", b"bye", [("Connection", "close")])
             return False
+        if path == "/raw":
+            return self._raw_response(conn, q("key", ""))
         if path == "/ws":
             return self._websocket(conn, rec, q)
+        if path == "/h2c":
+            return self._h2c(conn, rec)
         if path == "/big":
             n = int(q("bytes", "1048576"))
             conn.send(self._head(200, "OK", [("Content-Type", "application/octet-stream"),
@@ -480,6 +494,15 @@ class Backend:
             return not self._wants_close(rec)
         body = json.dumps(dict(rec.to_json(), backend=self.name)).encode()
         return self._simple(conn, rec, 200, "OK", body, content_type="application/json")
+
+    def _raw_response(self, conn, key):
+        with self.cond:
+            parts = self._raw.get(key) or [b"HTTP/1.1 599 No Raw Response Set\r\nContent-Length: 0\r\n\r\n"]
+        for i, part in enumerate(parts):
+            if i > 0:
+                self._wait_gate("%s/%d" % (key, i))
+            conn.send(part)
+        return True  # never close first: whatever floodgate decides, it decides on these bytes
 
     def _wait_gate(self, key):
         with self.cond:
@@ -509,6 +532,28 @@ class Backend:
                 conn.send(b"%x;ext=1\r\n%s\r\n" % (len(part), part))
             conn.send(b"0\r\nX-Backend-Trailer: trailer-value\r\n\r\n")
         return not close
+
+    def _h2c(self, conn, rec):
+        """An h2c upgrade offer is accepted (101, then bytes echoed, standing in for HTTP/2);
+        without one, the usual JSON echo."""
+        offers = [t.strip().lower() for v in rec.header_values("upgrade") for t in v.split(",")]
+        connection = ",".join(rec.header_values("connection")).lower()
+        if "h2c" not in offers or "upgrade" not in connection:
+            body = json.dumps(dict(rec.to_json(), backend=self.name)).encode()
+            return self._simple(conn, rec, 200, "OK", body, content_type="application/json")
+        conn.send(self._head(101, "Switching Protocols", [("Upgrade", "h2c"), ("Connection", "Upgrade")]))
+        try:
+            data = bytes(conn.buf)
+            conn.buf.clear()
+            while True:
+                if data:
+                    conn.send(data)
+                data = conn.sock.recv(65536)
+                if not data:
+                    break
+        except (ConnectionError, OSError, ClientGone):
+            pass
+        return False
 
     def _websocket(self, conn, rec, q):
         upgrade = (rec.header("upgrade") or "").lower()

@@ -132,8 +132,9 @@ def _addr(b):
 class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
-    def __init__(self, upstreams, routes=None, server=None, log=None, workers=1):
+    def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None):
         self.upstreams = upstreams
+        self.admin_overrides = dict(admin or {})  # [admin] keys besides listen (e.g. token)
         self.routes = routes if routes is not None else [route(upstreams[0]["name"])]
         self.server_overrides = dict(server or {})
         self.workers = workers
@@ -156,7 +157,9 @@ class Floodgate:
         server.update(self.server_overrides)
         log = {"level": "info", "access_log": self.access_log_path, "access_log_format": "json"}
         log.update(self.log_overrides)
-        return {"server": server, "admin": {"listen": "127.0.0.1:%d" % self.admin_port},
+        admin = {"listen": "127.0.0.1:%d" % self.admin_port}
+        admin.update(self.admin_overrides)
+        return {"server": server, "admin": admin,
                 "log": log, "upstreams": self.upstreams, "routes": self.routes}
 
     def start(self):

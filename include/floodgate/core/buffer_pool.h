@@ -5,21 +5,30 @@
 // budget) and the steady-state request path never calls the allocator.
 //
 // Thread-safety: single-threaded (one reactor). Blocks are 64-byte aligned.
-// Bound: at most `max_free` blocks are kept; extra returned blocks are freed.
+// Bounds: at most `max_outstanding` blocks are lent out at once (server.max_buffers_per_reactor),
+// so a reactor's buffer memory is at most max_outstanding * block_size() whatever the load;
+// at most `max_free` returned blocks are kept, extra ones are freed.
+// Failure: acquire() never throws. It returns nullptr when the cap is reached or the allocator
+// fails; the request path answers 503 buffers_exhausted (docs/http.md) and carries on.
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
-#include <new>
+#include <limits>
 #include <vector>
 
 namespace floodgate {
 
 class BufferPool {
  public:
-  explicit BufferPool(std::size_t block_size, std::size_t max_free = 1024)
-      : block_size_((block_size + 63) / 64 * 64), max_free_(max_free) {
-    free_.reserve(max_free);
+  static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+
+  explicit BufferPool(std::size_t block_size, std::size_t max_free = 1024,
+                      std::size_t max_outstanding = kUnlimited)
+      : block_size_((block_size + 63) / 64 * 64),
+        max_free_(max_free < max_outstanding ? max_free : max_outstanding),
+        max_outstanding_(max_outstanding) {
+    free_.reserve(max_free_);
   }
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -29,20 +38,31 @@ class BufferPool {
 
   std::size_t block_size() const { return block_size_; }
   std::size_t free_blocks() const { return free_.size(); }
+  // Blocks acquired and not yet released.
+  std::size_t outstanding() const { return outstanding_; }
+  std::size_t max_outstanding() const { return max_outstanding_; }
 
-  char* acquire() {
+  // A block of block_size() bytes, or nullptr when max_outstanding blocks are already lent out
+  // or the allocator has no memory. Never throws.
+  char* acquire() noexcept {
+    if (outstanding_ >= max_outstanding_) return nullptr;
+    char* b = nullptr;
     if (!free_.empty()) {
-      char* b = free_.back();
+      b = free_.back();
       free_.pop_back();
-      return b;
+    } else {
+      b = static_cast<char*>(std::aligned_alloc(64, block_size_));
+      if (b == nullptr) return nullptr;
     }
-    void* p = std::aligned_alloc(64, block_size_);
-    if (p == nullptr) throw std::bad_alloc();
-    return static_cast<char*>(p);
+    ++outstanding_;
+    return b;
   }
 
-  void release(char* block) {
+  // Gives back a block from acquire() (nullptr is a no-op). Never allocates: free_ has room
+  // for max_free blocks from the start.
+  void release(char* block) noexcept {
     if (block == nullptr) return;
+    --outstanding_;
     if (free_.size() < max_free_) {
       free_.push_back(block);
     } else {
@@ -53,6 +73,8 @@ class BufferPool {
  private:
   std::size_t block_size_;
   std::size_t max_free_;
+  std::size_t max_outstanding_;
+  std::size_t outstanding_ = 0;
   std::vector<char*> free_;
 };
 

@@ -27,6 +27,7 @@ enum class Reason : unsigned char {
   generation_retired,
   no_eligible_backend,
   no_healthy_backend,
+  buffers_exhausted,
   count_  // number of reasons; keep last
 };
 
@@ -63,6 +64,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "every backend of the upstream is at its max_active_per_backend"},
     {"no_healthy_backend", 503, "Service Unavailable",
      "active health checks marked every backend of the upstream down"},
+    {"buffers_exhausted", 503, "Service Unavailable",
+     "the proxy's buffer memory is at server.max_buffers_per_reactor"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

@@ -11,6 +11,12 @@
 // Parsing stops (llhttp pause) right after the head and right after the message, so pipelined
 // bytes that follow are never consumed early.
 //
+// On top of llhttp's strict mode it refuses what llhttp 8.1 lets through (docs/http.md,
+// "Requests" and "Bodies and framing"): empty field names, every obs-fold, HTTP/0.9 request
+// lines, responses with a body whose transfer coding is not exactly `chunked`, chunk sizes
+// above kMaxChunkSize and chunk lines longer than kMaxChunkLineBytes. Every refusal sets
+// error_reason() and error_detail(); an error is final for the message.
+//
 // Thread-safety: single-threaded. No allocation.
 #pragma once
 
@@ -30,6 +36,14 @@ struct HeaderField {
   uint32_t name_off, name_len, value_off, value_len;
   Field kind;
 };
+
+// The longest chunk line accepted, inclusive: chunk-size, chunk extensions and the CRLF
+// (RFC 9112 section 7.1). HAProxy and nginx also bound it; longer is a malformed body.
+inline constexpr std::size_t kMaxChunkLineBytes = 4096;
+// The largest chunk-size accepted: 2^63-1, as every signed 64-bit length downstream can hold.
+inline constexpr uint64_t kMaxChunkSize = (uint64_t{1} << 63) - 1;
+// The largest Content-Length accepted, for the same reason.
+inline constexpr uint64_t kMaxContentLength = kMaxChunkSize;
 
 // Request head limits (inclusive). Responses use only max_headers.
 struct HeadLimits {
@@ -102,12 +116,23 @@ class Parser {
   const char* base() const { return base_; }
 
   Reason error_reason() const { return error_reason_; }
-  const char* error_detail() const { return llhttp_get_error_reason(&parser_); }
+  // Why, in a few words (for logs). Valid after error until the next begin().
+  const char* error_detail() const {
+    return detail_ != nullptr ? detail_ : llhttp_get_error_reason(&parser_);
+  }
 
  private:
   friend struct ParserCallbacks;
   Result run_body(const char* p, std::size_t n, std::size_t& consumed);
   Result on_error(llhttp_errno_t err);
+  Result refuse(Reason reason, const char* detail);
+  Reason malformed() const {
+    return is_request_ ? Reason::bad_request : Reason::upstream_bad_response;
+  }
+  bool check_chunk_line(uint64_t line_end);
+  bool has_obs_fold() const;
+
+  static constexpr uint64_t kNoChunkLine = UINT64_MAX;
   std::string_view view(uint32_t off, uint32_t len) const { return {base_ + off, len}; }
 
   llhttp_t parser_{};
@@ -118,6 +143,11 @@ class Parser {
   std::size_t head_end_ = 0;
   std::size_t line_end_ = 0;
   uint64_t content_length_ = 0;
+  // Chunk-line bookkeeping, in offsets from the first body byte: body bytes fed before the
+  // current run_body() call, and where the current (or next) chunk line starts
+  // (kNoChunkLine when none is expected: not chunked, or past the last chunk).
+  uint64_t body_fed_ = 0;
+  uint64_t chunk_line_start_ = kNoChunkLine;
   uint32_t url_off_ = 0, url_len_ = 0;
   uint32_t field_count_ = 0;
   uint32_t kinds_seen_ = 0;
@@ -126,8 +156,10 @@ class Parser {
   bool head_done_ = false;
   bool message_done_ = false;
   bool no_body_ = false;
+  bool at_chunk_header_ = false;  // llhttp paused at on_chunk_header (see run_body)
   bool is_request_;
   Reason error_reason_ = Reason::none;
+  const char* detail_ = nullptr;  // a static string, set with error_reason_
   void* sink_ = nullptr;
   void (*sink_fn_)(void*, const char*, std::size_t) = nullptr;
 };

@@ -17,28 +17,58 @@ namespace floodgate::http {
 // Facts about a request head that the pipeline needs, gathered in one pass over its fields.
 struct RequestFacts {
   std::string_view host;        // Host value (or the authority of an absolute-form target)
-  std::string_view path;        // origin-form target forwarded to the backend
-  std::string_view request_id;  // the client's X-Request-Id, empty when absent
+  std::string_view path;        // origin-form target forwarded to the backend ("*": see below)
+  std::string_view request_id;  // the client's X-Request-Id when acceptable, else empty
   bool expect_continue = false;
-  bool upgrade = false;  // Connection: upgrade together with an Upgrade field
+  bool upgrade = false;  // forwarded as an upgrade: Connection: upgrade and an Upgrade offer
   bool keep_alive = false;
   bool has_body = false;
+  bool asterisk = false;      // OPTIONS * (path is "*"): floodgate answers it itself
+  bool offers_h2c = false;    // the Upgrade offer names HTTP/2 (h2c, h2, HTTP/2.x)
+  bool offers_other = false;  // the Upgrade offer names another protocol (websocket, ...)
+  bool allow_h2c = false;     // the route forwards an HTTP/2 offer (apply_h2c_policy)
 };
 
+// The longest client X-Request-Id floodgate adopts; longer ones are replaced.
+inline constexpr std::size_t kMaxRequestIdBytes = 200;
+
 // Validates what llhttp leaves to the application and fills `facts`. Returns Reason::none or
-// the reason to answer with (bad_request: missing or repeated Host on HTTP/1.1, a transfer
-// coding other than chunked, CONNECT, an unsupported HTTP version, a malformed target).
+// the reason to answer with: bad_request for a missing or repeated Host on HTTP/1.1; a Host or
+// absolute-form authority that is not `host [":" port]` (valid_authority); a transfer coding
+// other than chunked, or any Transfer-Encoding on HTTP/1.0 (RFC 9112 section 6.1); CONNECT; an
+// unsupported HTTP version; a malformed target or one with a #fragment. A client X-Request-Id
+// is adopted only when it is 1 to kMaxRequestIdBytes visible ASCII characters (0x21-0x7E).
 Reason inspect_request(const Parser& head, RequestFacts& facts);
+
+// Whether `authority` is `uri-host [":" port]` as floodgate accepts it (RFC 9110 section 7.2,
+// RFC 3986 section 3.2.2): a name of letters, digits, '-', '.', '_' and '~', or a bracketed IPv6
+// literal; then an optional ':' and a port of at most 65535 (empty allowed). No userinfo ('@'),
+// no spaces, '/', ',' or percent-encoding. The empty string is not an authority.
+bool valid_authority(std::string_view authority);
+
+// The route's h2c policy. An upgrade to cleartext HTTP/2 would let the client speak HTTP/2
+// straight to the backend, past floodgate's routing (h2c smuggling): unless `allow`, the
+// HTTP/2 tokens are removed from the Upgrade offer (and HTTP2-Settings dropped), so a request
+// offering nothing else is forwarded as a plain request, after which the client connection
+// closes (keep_alive = false), as after a declined upgrade.
+void apply_h2c_policy(RequestFacts& facts, bool allow);
 
 struct ForwardInfo {
   std::string_view client_ip;
   std::string_view request_id;  // the id to send: the client's, or a generated one
+  // Host for a request that has none (HTTP/1.0) or an empty one: the backend's address as
+  // configured, as nginx's $proxy_host.
+  std::string_view backend_host = {};
 };
 
 // Writes the request head the backend receives (HTTP/1.1, keep-alive). Returns false when it
 // does not fit in `out`.
 bool write_request_head(const Parser& head, const RequestFacts& facts, const ForwardInfo& fwd,
                         Writer& out);
+
+// floodgate's answer to OPTIONS * (RFC 9110 section 9.3.7): 200 with Allow and an empty body.
+// `close` adds Connection: close.
+std::string_view options_response(bool close);
 
 // How a response body travels to the client.
 enum class Framing {

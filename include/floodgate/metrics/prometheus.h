@@ -57,4 +57,7 @@ class PrometheusWriter {
 void render_prometheus(std::span<const ReactorMetrics* const> shards,
                        std::span<const std::string> upstream_names, std::string& out);
 
+// Appends floodgate_accept_errors_total{reason}, summed over `shards`, every reason listed.
+void render_accept_errors(std::span<const ReactorMetrics* const> shards, std::string& out);
+
 }  // namespace floodgate

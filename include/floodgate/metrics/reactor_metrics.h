@@ -41,6 +41,13 @@ constexpr std::size_t status_class(int status) noexcept {
   return static_cast<std::size_t>(hundreds - 1);
 }
 
+// Why accept() failed on a client listener (floodgate_accept_errors_total{reason}): the process
+// is out of descriptors (emfile), the system is (enfile), the kernel is out of socket buffers
+// (enobufs) or memory (enomem), or anything else but a client giving up (other).
+enum class AcceptError : uint8_t { emfile, enfile, enobufs, enomem, other };
+inline constexpr std::array<std::string_view, 5> kAcceptErrorLabels{"emfile", "enfile", "enobufs",
+                                                                    "enomem", "other"};
+
 // A struct by name (as the design refers to it) but with private storage: the sizes are invariants.
 struct ReactorMetrics {
   static constexpr std::size_t kUnroutedSlot = 0;
@@ -79,6 +86,10 @@ struct ReactorMetrics {
     per_upstream(upstream).queue_wait.observe(wait);
   }
   void pool_abandoned(uint32_t upstream) noexcept { per_upstream(upstream).abandoned.add(); }
+  // accept() on a client listener failed for `error` (the listener backs off and retries).
+  void accept_failed(AcceptError error) noexcept {
+    accept_errors_[static_cast<std::size_t>(error)].add();
+  }
 
   Gauge client_connections;  // open client connections: add(1) on accept, add(-1) on close
 
@@ -112,6 +123,9 @@ struct ReactorMetrics {
   const Counter& responses_generated(Reason reason) const noexcept {
     return generated_[static_cast<std::size_t>(reason)];
   }
+  const Counter& accept_errors(AcceptError error) const noexcept {
+    return accept_errors_[static_cast<std::size_t>(error)];
+  }
 
  private:
   struct Slot {
@@ -135,6 +149,7 @@ struct ReactorMetrics {
   std::vector<Slot> slots_;          // size N + 1, never resized
   std::vector<Upstream> upstreams_;  // size N, never resized
   std::array<Counter, kReasonCount> generated_{};
+  std::array<Counter, kAcceptErrorLabels.size()> accept_errors_{};
 };
 
 }  // namespace floodgate

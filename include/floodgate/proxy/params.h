@@ -30,6 +30,9 @@ struct ServerParams {
   Millis drain_timeout{30'000};       // SIGTERM: finish in-flight requests for at most this long
   Millis retirement_grace{30'000};    // reload: how long the old generation's requests may run
   IoMode io = IoMode::automatic;      // event loop interface; fixed while floodgate runs
+  // Request buffers and response buffers (each pool) a reactor lends out at once -> 503
+  // buffers_exhausted. Read at start (like the buffer sizes); bounds buffer memory per reactor.
+  uint32_t max_buffers_per_reactor = 16384;
 };
 
 struct AdminParams {

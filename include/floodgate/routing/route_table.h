@@ -15,8 +15,10 @@
 //   2. "*.suffix" routes whose suffix ends the host ("*.example.com" matches "a.example.com", not
 //      "example.com"): the longest suffix first, the longest matching path_prefix within it;
 //   3. "*" routes: the longest matching path_prefix.
-// path_prefix is a plain byte prefix ("/api" matches "/apix"). Among routes with the same host and
-// the same path_prefix the first in configuration order wins.
+// path_prefix is a plain byte prefix ("/api" matches "/apix") of the normalised path
+// (match_path.h: no query, unreserved characters decoded, dot segments resolved, slashes
+// merged); build() normalises the configured prefixes the same way. Among routes with the same
+// host and the same path_prefix the first in configuration order wins.
 #pragma once
 
 #include <cstddef>
@@ -31,10 +33,11 @@
 namespace floodgate {
 
 struct Route {
-  std::string host;         // normalised: lower-case, no port, no trailing dot
-  std::string path_prefix;  // plain byte prefix
-  uint32_t upstream;        // upstream id
-  uint32_t index;           // position in the configuration's [[routes]]
+  std::string host;                // normalised: lower-case, no port, no trailing dot
+  std::string path_prefix;         // byte prefix of the normalised path (normalised itself)
+  uint32_t upstream;               // upstream id
+  uint32_t index;                  // position in the configuration's [[routes]]
+  bool allow_h2c_upgrade = false;  // RouteParams::allow_h2c_upgrade
 };
 
 class RouteTable {
@@ -48,8 +51,9 @@ class RouteTable {
   static RouteTable build(const std::vector<RouteParams>& routes,
                           std::span<const uint32_t> upstream_ids);
 
-  // The route serving `host` (the raw Host header value) and `path` (the request-target's
-  // path), or nullptr when none matches (404 no_route).
+  // The route serving `host` (the raw Host header value) and `path` (the request's path as
+  // MatchPath::view() gives it: normalised, no query), or nullptr when none matches
+  // (404 no_route).
   const Route* match(std::string_view host, std::string_view path) const noexcept;
 
   std::size_t size() const noexcept { return routes_.size(); }

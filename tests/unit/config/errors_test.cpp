@@ -17,7 +17,8 @@ TEST(ConfigErrors, RejectsAnUnknownKeyListingTheKnownOnes) {
   EXPECT_EQ(only(load_with("[server]\nthreads = 4")),
             "test.toml:2:1: error: server.threads: unknown key 'threads' in [server]; expected "
             "one of: listen, workers, io, max_header_bytes, max_headers, max_uri_bytes, "
-            "max_body_bytes, header_timeout, idle_timeout, drain_timeout, retirement_grace");
+            "max_body_bytes, max_buffers_per_reactor, header_timeout, idle_timeout, "
+            "drain_timeout, retirement_grace");
 }
 
 TEST(ConfigErrors, SuggestsTheClosestKeyForATypo) {
@@ -301,6 +302,19 @@ TEST(ConfigErrors, KeepsGoingInsideOneArrayToReportEveryBadElement) {
   EXPECT_EQ(r.diagnostics[0].path, "server.listen[0]");
   EXPECT_EQ(r.diagnostics[1].path, "server.listen[2]");
   EXPECT_EQ(r.diagnostics[1].column, 33);
+}
+
+TEST(ConfigErrors, RejectsABufferCapTooSmallForOneRequest) {
+  EXPECT_NE(only(load_with("[server]\nmax_buffers_per_reactor = 1"))
+                .find("error: server.max_buffers_per_reactor:"),
+            std::string::npos);
+}
+
+TEST(ConfigErrors, AcceptsABufferCapAndDefaultsTo16384) {
+  EXPECT_EQ(load_with("").config->server.max_buffers_per_reactor, 16384u);
+  const LoadResult r = load_with("[server]\nmax_buffers_per_reactor = 64");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_EQ(r.config->server.max_buffers_per_reactor, 64u);
 }
 
 }  // namespace

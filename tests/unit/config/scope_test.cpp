@@ -81,13 +81,13 @@ TEST(ConfigScope, TellsWhereAKeyOfAnotherTableInRoutesResilienceBelongs) {
 TEST(ConfigScope, TreatsAResilienceThatIsNotATableAsAnUnknownRouteKey) {
   EXPECT_EQ(only(route_with("resilience = 3\n")),
             "test.toml:7:1: error: routes[0].resilience: unknown key 'resilience' in "
-            "[[routes]]; expected one of: host, path_prefix, upstream");
+            "[[routes]]; expected one of: host, path_prefix, upstream, allow_h2c_upgrade");
 }
 
 TEST(ConfigScope, ListsOnlyRealRouteKeysForATypo) {
   EXPECT_EQ(only(route_with("hots = \"a.b\"\n")),
             "test.toml:7:1: error: routes[0].hots: unknown key 'hots' in [[routes]] (did you "
-            "mean 'host'?); expected one of: host, path_prefix, upstream");
+            "mean 'host'?); expected one of: host, path_prefix, upstream, allow_h2c_upgrade");
 }
 
 TEST(ConfigScope, TellsThatAPoolScopedKeyInAnUpstreamBelongsInItsResilienceTable) {

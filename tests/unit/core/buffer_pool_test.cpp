@@ -90,5 +90,42 @@ TEST(BufferPool, ReleasingNullIsANoOp) {
   pool.release(b);
 }
 
+TEST(BufferPool, AcquireReturnsNullOnceMaxOutstandingBlocksAreLentOut) {
+  BufferPool pool(128, 4, 2);
+  char* a = pool.acquire();
+  char* b = pool.acquire();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(pool.acquire(), nullptr);
+  EXPECT_EQ(pool.outstanding(), 2u);
+  pool.release(a);
+  pool.release(b);
+}
+
+TEST(BufferPool, AReleasedBlockMakesRoomUnderTheCapAgain) {
+  BufferPool pool(128, 4, 1);
+  char* a = pool.acquire();
+  EXPECT_EQ(pool.acquire(), nullptr);
+  pool.release(a);
+  EXPECT_EQ(pool.outstanding(), 0u);
+  char* again = pool.acquire();
+  EXPECT_NE(again, nullptr);
+  pool.release(again);
+}
+
+TEST(BufferPool, KeepsNoMoreFreeBlocksThanItMayLendOut) {
+  BufferPool pool(128, 16, 3);
+  std::vector<char*> held;
+  for (int i = 0; i < 3; ++i) held.push_back(pool.acquire());
+  for (char* b : held) pool.release(b);
+  EXPECT_EQ(pool.free_blocks(), 3u);
+}
+
+TEST(BufferPool, AcquireIsNoexcept) {
+  BufferPool pool(64);
+  static_assert(noexcept(pool.acquire()));
+  static_assert(noexcept(pool.release(nullptr)));
+}
+
 }  // namespace
 }  // namespace floodgate

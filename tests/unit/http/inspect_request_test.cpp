@@ -231,5 +231,129 @@ TEST(InspectRequest, ClearsFactsFromAnEarlierRequest) {
   EXPECT_EQ(facts.path, "/b");
 }
 
+TEST(InspectRequest, TransferEncodingOnHttp10IsBadRequest) {
+  // RFC 9112 section 6.1: HTTP/1.0 has no transfer codings; de-chunking it would frame the
+  // message differently from an HTTP/1.0 peer and let a pipelined request through.
+  EXPECT_EQ(verdict("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), Reason::bad_request);
+  EXPECT_EQ(verdict("POST / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n"),
+            Reason::bad_request);
+}
+
+TEST(InspectRequest, AbsoluteFormWithUserinfoIsBadRequest) {
+  EXPECT_EQ(verdict("GET http://user:pw@evil.example/x HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Reason::bad_request);
+  EXPECT_EQ(verdict("GET http://@evil.example/x HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
+}
+
+TEST(InspectRequest, AbsoluteFormPortAbove65535IsBadRequest) {
+  EXPECT_EQ(verdict("GET http://a.example:65536/ HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Reason::bad_request);
+  EXPECT_EQ(verdict("GET http://a.example:65535/ HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::none);
+}
+
+TEST(InspectRequest, HostThatIsNotHostAndPortIsBadRequest) {
+  for (const char* host : {"a b", "a/b", "user@a.example", "a.example,b.example", "a:99999", "a:8x",
+                           "a:-1", ":80", "[::1", "[zz::1]", "[1.2.3.4]", "a%41"}) {
+    EXPECT_EQ(verdict(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n"),
+              Reason::bad_request)
+        << host;
+  }
+}
+
+TEST(InspectRequest, HostIsCheckedEvenWhenAnAbsoluteTargetReplacesIt) {
+  EXPECT_EQ(verdict("GET http://a.example/ HTTP/1.1\r\nHost: x@y\r\n\r\n"), Reason::bad_request);
+}
+
+TEST(InspectRequest, HostNamesAddressesAndPortsAreAccepted) {
+  for (const char* host :
+       {"a.example", "A-1.example_x~", "a.example.", "10.0.0.1:8080", "[::1]", "[::1]:8080",
+        "[2001:db8::1.2.3.4]:1", "a.example:", "a.example:0", "a.example:65535"}) {
+    const Inspected r(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n");
+    EXPECT_EQ(r.reason(), Reason::none) << host;
+    EXPECT_EQ(r.facts().host, host);
+  }
+}
+
+TEST(InspectRequest, EmptyHostOnHttp11IsAcceptedAsNoHost) {
+  // RFC 9110 section 7.2 allows it; it matches only "*" routes and the backend gets its own
+  // address as Host.
+  const Inspected r("GET / HTTP/1.1\r\nHost: \r\n\r\n");
+  ASSERT_EQ(r.reason(), Reason::none);
+  EXPECT_TRUE(r.facts().host.empty());
+}
+
+TEST(InspectRequest, FragmentInTheTargetIsBadRequest) {
+  // Refused by llhttp or by inspect_request: either way 400, never forwarded.
+  EXPECT_EQ(verdict("GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
+  EXPECT_EQ(verdict("GET http://a.example/#f HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
+}
+
+TEST(InspectRequest, AsteriskFormIsReportedAsAsterisk) {
+  const Inspected r("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_EQ(r.reason(), Reason::none);
+  EXPECT_TRUE(r.facts().asterisk);
+  EXPECT_FALSE(Inspected("OPTIONS / HTTP/1.1\r\nHost: a\r\n\r\n").facts().asterisk);
+}
+
+TEST(InspectRequest, RequestIdOfUpTo200VisibleAsciiCharactersIsAdopted) {
+  const std::string id(kMaxRequestIdBytes, '~');
+  const Inspected r("GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: " + id + "\r\n\r\n");
+  ASSERT_EQ(r.reason(), Reason::none);
+  EXPECT_EQ(r.facts().request_id, id);
+}
+
+TEST(InspectRequest, RequestIdThatIsTooLongOrNotVisibleAsciiIsReplaced) {
+  for (const std::string& id :
+       {std::string(kMaxRequestIdBytes + 1, 'a'), std::string("a b"), std::string("caf\xc3\xa9"),
+        std::string("a\x7f"), std::string("a\tb")}) {
+    const Inspected r("GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: " + id + "\r\n\r\n");
+    if (!r.parsed()) continue;  // the parser refused the byte itself
+    ASSERT_EQ(r.reason(), Reason::none) << id;
+    EXPECT_TRUE(r.facts().request_id.empty()) << id;
+  }
+}
+
+TEST(InspectRequest, OnlyTheFirstRequestIdDecides) {
+  const Inspected r("GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: a b\r\nX-Request-Id: fine\r\n\r\n");
+  ASSERT_EQ(r.reason(), Reason::none);
+  EXPECT_TRUE(r.facts().request_id.empty());
+}
+
+TEST(InspectRequest, AnH2cOnlyOfferIsNotAnUpgradeUntilARouteAllowsIt) {
+  RequestFacts facts = Inspected(
+                           "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                           "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n")
+                           .facts();
+  EXPECT_TRUE(facts.offers_h2c);
+  EXPECT_FALSE(facts.upgrade);
+  RequestFacts allowed = facts;
+  apply_h2c_policy(facts, false);
+  EXPECT_FALSE(facts.upgrade);
+  EXPECT_FALSE(facts.keep_alive);  // the parser read the head as an upgrade: close after
+  apply_h2c_policy(allowed, true);
+  EXPECT_TRUE(allowed.upgrade);
+}
+
+TEST(InspectRequest, AnOfferOfH2cAndWebSocketStaysAWebSocketUpgrade) {
+  RequestFacts facts =
+      Inspected(
+          "GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c, websocket\r\n\r\n")
+          .facts();
+  apply_h2c_policy(facts, false);
+  EXPECT_TRUE(facts.upgrade);
+  EXPECT_TRUE(facts.offers_h2c);
+  EXPECT_TRUE(facts.offers_other);
+}
+
+TEST(InspectRequest, EveryHttp2SpellingCountsAsH2c) {
+  for (const char* offer : {"h2c", "H2C", "h2", "HTTP/2.0", "http/2"}) {
+    const Inspected r(std::string("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: ") +
+                      offer + "\r\n\r\n");
+    EXPECT_TRUE(r.facts().offers_h2c) << offer;
+    EXPECT_FALSE(r.facts().offers_other) << offer;
+  }
+}
+
 }  // namespace
 }  // namespace floodgate::http

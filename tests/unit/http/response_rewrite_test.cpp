@@ -229,6 +229,31 @@ TEST(WriteResponseHead, InterimResponseGetsNoConnectionField) {
   EXPECT_TRUE(v.values("Connection").empty());
 }
 
+TEST(WriteResponseHead, DropsContentLengthFromNoContent) {
+  const std::string r = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nX-A: b\r\n\r\n";
+  ClientView v(r, plan(r, false, 1, true), 1);
+  EXPECT_TRUE(v.values("Content-Length").empty()) << v.text();
+  EXPECT_EQ(v.values("X-A"), Values{"b"});
+}
+
+TEST(WriteResponseHead, DropsContentLengthFromInterimResponses) {
+  for (const char* r : {"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\nContent-Length: 0\r\n\r\n",
+                        "HTTP/1.1 100 Continue\r\nContent-Length: 7\r\n\r\n",
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                        "Connection: upgrade\r\nContent-Length: 0\r\n\r\n"}) {
+    ClientView v(r, {}, 1);
+    EXPECT_TRUE(v.values("Content-Length").empty()) << v.text();
+  }
+}
+
+TEST(WriteResponseHead, KeepsContentLengthOnNotModifiedAndOnAResponseToHead) {
+  const std::string not_modified = "HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n";
+  ClientView v(not_modified, plan(not_modified, false, 1, true), 1);
+  EXPECT_EQ(v.values("Content-Length"), Values{"50"});
+  ClientView head(kLength, plan(kLength, true, 1, true), 1);
+  EXPECT_EQ(head.values("Content-Length"), Values{"5"});
+}
+
 TEST(WriteResponseHead, ReturnsFalseWhenTheHeadDoesNotFit) {
   const std::string response = "HTTP/1.1 200 OK\r\nX-A: aaaa\r\n\r\n";
   const ResponsePlan p{Framing::chunked, true};

@@ -17,7 +17,9 @@ constexpr Parser::Kind kRequest = Parser::Kind::request;
 const ForwardInfo kFwd{.client_ip = "10.0.0.9", .request_id = "rid-1"};
 
 // The head the backend receives for `request`, or "" (with a test failure) when it is refused.
-std::string forwarded(std::string_view request, const ForwardInfo& fwd = kFwd) {
+// `allow_h2c`: the route's allow_h2c_upgrade.
+std::string forwarded(std::string_view request, const ForwardInfo& fwd = kFwd,
+                      bool allow_h2c = false) {
   Message m(kRequest, request);
   if (m.parse_head() != Result::head_done) {
     ADD_FAILURE() << "head does not parse: " << request;
@@ -28,6 +30,7 @@ std::string forwarded(std::string_view request, const ForwardInfo& fwd = kFwd) {
     ADD_FAILURE() << "request refused: " << request;
     return "";
   }
+  apply_h2c_policy(facts, allow_h2c);
   std::string out(16384, '\0');
   Writer w(out.data(), out.size());
   EXPECT_TRUE(write_request_head(m.parser(), facts, fwd, w));
@@ -38,8 +41,9 @@ std::string forwarded(std::string_view request, const ForwardInfo& fwd = kFwd) {
 // The forwarded head parsed back, as the backend sees it.
 class Forwarded {
  public:
-  explicit Forwarded(std::string_view request, const ForwardInfo& fwd = kFwd)
-      : text_(forwarded(request, fwd)), m_(kRequest, text_) {
+  explicit Forwarded(std::string_view request, const ForwardInfo& fwd = kFwd,
+                     bool allow_h2c = false)
+      : text_(forwarded(request, fwd, allow_h2c)), m_(kRequest, text_) {
     EXPECT_EQ(m_.parse_head(), Result::head_done) << text_;
     EXPECT_EQ(m_.parser().head_end(), text_.size()) << text_;
   }
@@ -203,6 +207,57 @@ TEST(WriteRequestHead, ReturnsFalseWhenTheHeadDoesNotFit) {
     Writer w(buf.data(), cap);
     EXPECT_EQ(write_request_head(m.parser(), facts, kFwd, w), cap == full.size()) << cap;
     EXPECT_EQ(buf[cap], '#') << "wrote past the capacity " << cap;
+  }
+}
+
+constexpr std::string_view kH2cOffer =
+    "GET /h HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+    "HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n";
+
+TEST(WriteRequestHead, AnH2cOnlyOfferIsForwardedAsAPlainRequest) {
+  Forwarded f(kH2cOffer);
+  EXPECT_TRUE(f.values("Upgrade").empty()) << f.text();
+  EXPECT_TRUE(f.values("Connection").empty()) << f.text();
+  EXPECT_TRUE(f.values("HTTP2-Settings").empty()) << f.text();
+}
+
+TEST(WriteRequestHead, Http2SettingsIsDroppedEvenWhenConnectionDoesNotNameIt) {
+  Forwarded f("GET / HTTP/1.1\r\nHost: h\r\nhttp2-settings: AAMA\r\n\r\n");
+  EXPECT_TRUE(f.values("HTTP2-Settings").empty()) << f.text();
+}
+
+TEST(WriteRequestHead, H2cIsRemovedFromAnOfferThatAlsoNamesWebSocket) {
+  Forwarded f(
+      "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: h2c, websocket\r\n"
+      "Upgrade: HTTP/2.0\r\n\r\n");
+  EXPECT_EQ(f.values("Upgrade"), Values{"websocket"});
+  EXPECT_EQ(f.values("Connection"), Values{"upgrade"});
+}
+
+TEST(WriteRequestHead, AnH2cOfferIsForwardedWhenTheRouteAllowsIt) {
+  Forwarded f(kH2cOffer, kFwd, true);
+  EXPECT_EQ(f.values("Upgrade"), Values{"h2c"});
+  EXPECT_EQ(f.values("Connection"), Values{"upgrade, HTTP2-Settings"});
+  EXPECT_EQ(f.values("HTTP2-Settings"), Values{"AAMAAABkAAQAoAAAAAIAAAAA"});
+}
+
+TEST(WriteRequestHead, ARequestWithoutHostGetsTheBackendAddressAsHost) {
+  const ForwardInfo fwd{.client_ip = "10.0.0.9", .request_id = "r", .backend_host = "10.1.1.1:81"};
+  EXPECT_EQ(Forwarded("GET / HTTP/1.0\r\n\r\n", fwd).values("Host"), Values{"10.1.1.1:81"});
+  EXPECT_EQ(Forwarded("GET / HTTP/1.1\r\nHost:\r\n\r\n", fwd).values("Host"),
+            Values{"10.1.1.1:81"});
+  EXPECT_EQ(Forwarded("GET / HTTP/1.0\r\nHost: h\r\n\r\n", fwd).values("Host"), Values{"h"});
+}
+
+TEST(OptionsResponse, IsA200WithAllowAndAnEmptyBody) {
+  for (const bool close : {false, true}) {
+    testing::Message m(Parser::Kind::response, options_response(close));
+    ASSERT_EQ(m.parse_head(), Result::head_done);
+    EXPECT_EQ(m.parser().status(), 200);
+    EXPECT_EQ(m.values("Allow"), Values{"GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"});
+    EXPECT_EQ(m.values("Content-Length"), Values{"0"});
+    EXPECT_EQ(m.parser().head_end(), options_response(close).size());
+    EXPECT_EQ(m.values("Connection"), close ? Values{"close"} : Values{});
   }
 }
 

@@ -42,6 +42,7 @@ TEST(AllocationCounter, SeesAnAllocation) {
 #include <string>
 #include <vector>
 
+#include "floodgate/routing/match_path.h"
 #include "floodgate/routing/route_table.h"
 
 namespace floodgate {
@@ -67,6 +68,23 @@ TEST(RouteTable, MatchDoesNotAllocate) {
   EXPECT_EQ(hits[1]->index, 1u);
   EXPECT_EQ(hits[2]->index, 2u);
   EXPECT_EQ(hits[3]->index, 2u);
+}
+
+TEST(MatchPath, NormalisingDoesNotAllocate) {
+  const std::string long_path = "/a/" + std::string(3000, 'z') + "/../%61//./b?q";
+  PathVerdict v[3] = {};
+  const auto n = allocations_during([&] {
+    MatchPath p;
+    v[0] = p.assign("/x/../admin");
+    MatchPath q;
+    v[1] = q.assign(long_path);
+    MatchPath r;
+    v[2] = r.assign("/plain/path?x");
+  });
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(v[0], PathVerdict::ok);
+  EXPECT_EQ(v[1], PathVerdict::ok);
+  EXPECT_EQ(v[2], PathVerdict::ok);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "floodgate/routing/route_table.h"
+#include "floodgate/routing/match_path.h"
 
 #include <gtest/gtest.h>
 
@@ -174,6 +175,31 @@ TEST(RouteTable, ManyHostsEachFindTheirOwnRoute) {
   const auto t = table(routes);
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(matched(t, "H" + std::to_string(i) + ".com", "/x"), i);
+  }
+}
+
+TEST(RouteTable, ConfiguredPrefixesAreNormalisedLikeRequestPaths) {
+  const auto t = table({route("*", "/%7Euser"), route("*", "/a//b/./c"), route("*", "/x")});
+  EXPECT_EQ(matched(t, "h", "/~user/page"), 0);
+  EXPECT_EQ(matched(t, "h", "/a/b/c"), 1);
+  EXPECT_EQ(matched(t, "h", "/x"), 2);
+}
+
+TEST(RouteTable, RouteCarriesItsH2cUpgradePolicy) {
+  std::vector<RouteParams> routes{route("a.com", "/"), route("b.com", "/")};
+  routes[1].allow_h2c_upgrade = true;
+  const auto t = table(routes);
+  EXPECT_FALSE(t.match("a.com", "/")->allow_h2c_upgrade);
+  EXPECT_TRUE(t.match("b.com", "/")->allow_h2c_upgrade);
+}
+
+TEST(RouteTable, BypassSpellingsOfAPathMatchItsRouteOnceNormalised) {
+  // What Session does: normalise, then match. nginx routes all four to /admin.
+  const auto t = table({route("*", "/admin"), route("*", "/")});
+  for (const char* target : {"/x/../admin", "//admin", "/./admin", "/%61dmin", "/admin?q"}) {
+    MatchPath p;
+    ASSERT_EQ(p.assign(target), PathVerdict::ok) << target;
+    EXPECT_EQ(matched(t, "h", p.view()), 0) << target;
   }
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs floodgate's libFuzzer targets: first every regression input in regressions/<target>/
+# (each must pass), then fuzzing for SECONDS from corpus/<target>/. New inputs go to a
+# temporary directory, never into the repository; a crash's input is kept in $FUZZ_ARTIFACTS
+# (default: a temporary directory, printed) and fails the run.
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]     (targets: request response probe config)
+# Prints each target's final libFuzzer line (executions, cov:, ft:) and stats.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$1 seconds=$2
+shift 2
+targets=("$@")
+((${#targets[@]})) || targets=(request response probe config)
+artifacts=${FUZZ_ARTIFACTS:-$(mktemp -d /tmp/floodgate-fuzz-artifacts.XXXXXX)}
+mkdir -p "$artifacts"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+status=0
+for t in "${targets[@]}"; do
+  bin=$build/tests/fuzz/${t}_fuzz
+  [ -x "$bin" ] || { echo "fuzz: $bin is missing (build --target floodgate_fuzz)"; exit 2; }
+  shopt -s nullglob
+  regressions=("$here/regressions/$t"/*)
+  shopt -u nullglob
+  if ((${#regressions[@]})); then
+    if ! "$bin" -rss_limit_mb=2048 "${regressions[@]}" >"$artifacts/$t-regressions.log" 2>&1; then
+      echo "fuzz: $t: a regression input fails:"; tail -40 "$artifacts/$t-regressions.log"
+      status=1
+      continue
+    fi
+    echo "fuzz: $t: ${#regressions[@]} regression input(s) pass"
+  fi
+  work=$(mktemp -d /tmp/floodgate-fuzz-$t.XXXXXX)
+  log=$artifacts/$t.log
+  if "$bin" "$work" "$here/corpus/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+      -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" >"$log" 2>&1; then
+    done_line=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+    echo "fuzz: $t: ${seconds}s, $execs executions ($rate/s), final: $done_line"
+  else
+    echo "fuzz: $t: CRASH (input saved under $artifacts/$t-*):"
+    grep -E 'fuzz property violated|ERROR: |runtime error|SUMMARY|Test unit written' "$log" | head -20
+    status=1
+  fi
+  rm -rf "$work"
+done
+[ "$status" -eq 0 ] && echo "fuzz: all targets passed (logs in $artifacts)"
+exit "$status"
