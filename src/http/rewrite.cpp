@@ -102,9 +102,20 @@ Reason inspect_target(const Parser& head, RequestFacts& facts, bool& absolute) {
   return Reason::bad_request;
 }
 
+// The characters of a reg-name floodgate accepts (unreserved), as a table: Host is checked on
+// every request.
+constexpr std::array<bool, 256> kHostChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[static_cast<std::size_t>(c)] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                     (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+                                     c == '~';
+  }
+  return t;
+}();
+
 bool is_host_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '.' || c == '_' || c == '~';
+  return kHostChars[static_cast<unsigned char>(c)];
 }
 
 bool is_ipv6_char(char c) {
