@@ -15,6 +15,7 @@ constexpr const char* kBareLf = "bare LF line ending";
 constexpr const char* kTransferCoding = "transfer coding other than exactly chunked";
 constexpr const char* kLongChunkLine = "chunk line exceeds 4096 bytes";
 constexpr const char* kHugeChunk = "chunk size exceeds 2^63-1";
+constexpr const char* kHugeLength = "Content-Length exceeds 2^63-1";
 static_assert(kMaxChunkLineBytes == 4096, "kLongChunkLine names the bound");
 
 }  // namespace
@@ -118,8 +119,7 @@ struct ParserCallbacks {
     // and would read a larger one differently (request smuggling). Chunk sizes have the same
     // bound (run_body).
     if ((p->flags & F_CONTENT_LENGTH) != 0 && s.content_length_ > kMaxContentLength) {
-      return fail(p, s.is_request_ ? Reason::bad_request : Reason::upstream_bad_response,
-                  "Content-Length above 2^63-1");
+      return fail(p, s.malformed(), kHugeLength);
     }
     const bool chunked = (p->flags & F_CHUNKED) != 0;
     // llhttp refuses a request whose Transfer-Encoding it does not take for chunked only once

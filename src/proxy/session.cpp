@@ -117,12 +117,17 @@ void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) 
 }
 
 void Session::start_request() {
-  phase_ = Phase::head;
-  started_ = std::chrono::steady_clock::now();
-  gen_ = reactor_.current();  // the head is read on this one; on_head() routes on the current
+  begin_request();
   const Snapshot& snap = *gen_->snapshot;
   arm_client_timer(snap.server.header_timeout);
   parser_.begin(in_data(), in_fields(), snap.limits);
+}
+
+// A new request's state; the caller starts the parser on where its head is.
+void Session::begin_request() {
+  phase_ = Phase::head;
+  started_ = std::chrono::steady_clock::now();
+  gen_ = reactor_.current();  // the head is read on this one; on_head() routes on the current
   in_pos_ = 0;
   facts_ = {};
   up_ = nullptr;
@@ -199,17 +204,10 @@ void Session::on_head() {
 // begun in landing_ is answered from the prebuilt responses, which need no buffer, and the
 // connection closes (its unread rest cannot be told from a next request).
 void Session::refuse_without_buffer(std::size_t n) {
-  phase_ = Phase::head;
-  started_ = std::chrono::steady_clock::now();
-  gen_ = reactor_.current();
+  in_len_ = 0;
+  begin_request();
   parser_.begin(landing_, nullptr, {});  // nothing of this request is parsed (access log)
-  facts_ = {};
-  up_ = nullptr;
-  backend_ = -1;
-  request_parsed_ = head_request_ = false;
-  in_len_ = bytes_out_ = 0;
   bytes_in_ = n;
-  request_id_view_ = {};
   respond(Reason::buffers_exhausted);
 }
 

@@ -64,6 +64,7 @@ class Session final : public RefCounted<Session> {
   void do_client_read();
   void on_client_read(const boost::system::error_code& ec, std::size_t n, bool landing);
   void start_request();
+  void begin_request();
   void parse_head();
   void on_head();
   void respond(Reason reason);

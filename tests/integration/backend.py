@@ -71,6 +71,34 @@ class ClientGone(Exception):
     """The peer (floodgate) closed or reset the connection."""
 
 
+class RawServer:
+    """A loopback listener that hands each accepted socket to `serve(sock, state)` on a thread
+    of its own; `state` is what `on_accept()` returns (None by default). For backends that
+    speak raw bytes on purpose (tests/integration/test_differential.py, test_faults.py)."""
+
+    def __init__(self, backlog=64):
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stop(self):
+        self.listener.close()
+
+    def on_accept(self):
+        return None
+
+    def serve(self, sock, state):
+        raise NotImplementedError
+
+    def _accept(self):
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(sock, self.on_accept()), daemon=True).start()
+
+
 class RecordedRequest:
     """One request as it reached the backend. Created as soon as the head is parsed, so tests
     can observe a request whose body is still arriving; ``complete`` turns True once the whole

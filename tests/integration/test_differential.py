@@ -38,6 +38,7 @@ except ImportError:  # Debian's python3-h11 when another interpreter runs the su
     sys.path.append("/usr/lib/python3/dist-packages")
     import h11
 
+from backend import RawServer
 from harness import FloodgateTestCase, poll, upstream
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -147,22 +148,16 @@ def _answer(conn):
     conn.start_next_cycle()
 
 
-class RecordingBackend:
+class RecordingBackend(RawServer):
     """Answers every request h11 parses with 200 and records, per connection, the raw bytes
     received and what h11 made of them (requests, leftover bytes, errors)."""
 
     ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Diff-Backend: 1\r\n\r\nok"
 
     def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=256)
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.conns = []  # dicts: raw, requests [(head bytes, body bytes)], error, done
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.listener.close()
+        super().__init__(backlog=256)
 
     def take(self):
         with self.lock:
@@ -173,18 +168,13 @@ class RecordingBackend:
         with self.lock:
             return all(c["done"] for c in self.conns)
 
-    def _accept(self):
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except OSError:
-                return
-            rec = {"raw": bytearray(), "requests": [], "error": None, "done": False}
-            with self.lock:
-                self.conns.append(rec)
-            threading.Thread(target=self._serve, args=(sock, rec), daemon=True).start()
+    def on_accept(self):
+        rec = {"raw": bytearray(), "requests": [], "error": None, "done": False}
+        with self.lock:
+            self.conns.append(rec)
+        return rec
 
-    def _serve(self, sock, rec):
+    def serve(self, sock, rec):
         sock.settimeout(10)
         conn = h11.Connection(h11.SERVER)
         body = bytearray()
@@ -333,29 +323,18 @@ class DifferentialRequests(FloodgateTestCase):
                          % (len(failures), len(cases), "\n  ".join(failures)))
 
 
-class ScriptedBackend:
+class ScriptedBackend(RawServer):
     """Answers each connection's first request head with the bytes of the current case, then
     closes."""
 
     def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
         self.answer = b""
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def stop(self):
-        self.listener.close()
+    def on_accept(self):
+        return self.answer  # the case current when the connection arrived
 
-    def _accept(self):
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(sock, self.answer), daemon=True).start()
-
-    def _serve(self, sock, answer):
+    def serve(self, sock, answer):
         sock.settimeout(10)
         try:
             data = b""

@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from backend import Backend
+from backend import Backend, RawServer
 from harness import FloodgateTestCase, poll, route, upstream
 
 RESPONSE_TIMEOUT = 0.5
@@ -38,28 +38,18 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS for pid %d" % pid)
 
 
-class FaultBackend:
+class FaultBackend(RawServer):
     """A raw backend that misbehaves on purpose, chosen by the request's path."""
 
     def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
         self.release = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
     def stop(self):
         self.release.set()
-        self.listener.close()
+        super().stop()
 
-    def _accept(self):
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
-
-    def _serve(self, sock):
+    def serve(self, sock, _state):
         sock.settimeout(30)
         try:
             head = b""
