@@ -10,12 +10,15 @@ For the whole run:
   - a slowloris set: 200 connections trickling a head one field a second (floodgate's
     header_timeout answers 408 and closes; they reconnect).
 Every second it samples floodgate's RSS (/proc/PID/status), open fds (/proc/PID/fd) and
-/metrics; it prints a table every 10 s and a verdict at the end.
+/metrics (heap allocated, floodgate_memory_allocated_bytes, and what of it the buffer pools
+hold, floodgate_buffer_bytes); it prints a table every 10 s and a verdict at the end. The heap
+outside the buffer pools is the leak detector to read: it stays flat when nothing leaks.
 
 Fails (exit 1) when:
   - RSS grew more than 2% from the end of warm-up (the first 30 s, through the first backend
     kill and restart, or the first fifth of a longer run) to the end of the load (medians of
-    a few samples each);
+    the last 10 s of each: the buffer pools give idle blocks back every 10 s, so RSS follows
+    the load's concurrency up and down within that period);
   - fds leak: after the load stops, the slowloris set closes and pooled connections expire
     (keepalive_timeout 2s), floodgate holds more fds than before the load (polled);
   - a request that could succeed failed. With health checks, a request may fail only for a
@@ -50,6 +53,7 @@ SEGMENT = 10        # seconds per wrk run and per table row
 RELOAD_EVERY = 10
 KILL_EVERY = 30
 DOWN_FOR = 10
+TRIM_PERIOD = 10    # seconds: floodgate frees buffer blocks that stayed idle this long
 SLOWLORIS = 200
 HEALTH = {"path": "/healthz", "interval": "500ms", "timeout": "300ms", "fall": 2, "rise": 1}
 DETECTION = 2 * 0.5 + 0.3 + 1.0  # fall x interval + timeout + slack
@@ -176,10 +180,19 @@ def fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def generated(fg):
-    m = fg.metrics()
+def generated(m):
     return {labels["reason"]: v for name, labels, v in m.samples
             if name == "floodgate_responses_generated_total"}
+
+
+def allocated_bytes(m):
+    """Heap bytes floodgate has allocated (glibc, all threads)."""
+    return sum(v for name, _, v in m.samples if name == "floodgate_memory_allocated_bytes")
+
+
+def buffer_bytes(m):
+    """Bytes floodgate's buffer pools hold (lent out and kept free), all reactors."""
+    return sum(v for name, _, v in m.samples if name == "floodgate_buffer_bytes")
 
 
 def upstreams(backends, keepalive):
@@ -212,10 +225,11 @@ def main():
         wrk.start()
         loris.start()
         t0 = time.monotonic()
-        samples, kills, last_gen = [], [], generated(fg)
+        samples, kills, last_gen = [], [], generated(fg.metrics())
         down, next_reload, next_kill, victim, reloads = None, RELOAD_EVERY, KILL_EVERY / 2, 0, 0
-        print("%6s %9s %5s %9s %8s %7s %s" % ("t(s)", "RSS(MiB)", "fds", "req/s", "non2xx",
-                                              "sockerr", "generated since last row"))
+        print("%6s %9s %9s %9s %5s %9s %8s %7s %s" % (
+            "t(s)", "RSS(MiB)", "heap(MiB)", "buf(MiB)", "fds", "req/s", "non2xx", "sockerr",
+            "generated since last row"))
         row_gen = dict(last_gen)
         while True:
             t = time.monotonic() - t0
@@ -237,9 +251,10 @@ def main():
             if down is not None and t >= down[1]:
                 backends[down[0]].start()
                 down = None
-            gen = generated(fg)
+            m = fg.metrics()
+            gen = generated(m)
             now = time.monotonic()
-            samples.append((now - t0, rss_kib(pid), fds(pid)))
+            samples.append((now - t0, rss_kib(pid), fds(pid), buffer_bytes(m), allocated_bytes(m)))
             for reason, v in gen.items():
                 delta = v - last_gen.get(reason, 0)
                 if delta <= 0 or reason in EXPECTED:
@@ -255,8 +270,9 @@ def main():
                 moved = {r: int(v - row_gen.get(r, 0)) for r, v in gen.items()
                          if v - row_gen.get(r, 0) > 0}
                 row_gen = dict(gen)
-                print("%6.0f %9.1f %5d %9.0f %8d %7d %s" % (
-                    now - t0, samples[-1][1] / 1024, samples[-1][2],
+                print("%6.0f %9.1f %9.1f %9.1f %5d %9.0f %8d %7d %s" % (
+                    now - t0, samples[-1][1] / 1024, samples[-1][4] / 2**20,
+                    samples[-1][3] / 2**20, samples[-1][2],
                     seg[2] / max(seg[1] - seg[0], 1e-9), seg[3], seg[4],
                     " ".join("%s=%d" % kv for kv in sorted(moved.items())) or "-"), flush=True)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))  # pacing: one sample a second
@@ -267,12 +283,18 @@ def main():
         if down is not None:
             backends[down[0]].start()
         # RSS: warm-up end vs load end.
-        base = statistics.median(r for t, r, _ in samples if warmup - 5 <= t <= warmup) \
-            if any(warmup - 5 <= t <= warmup for t, _, _ in samples) else samples[0][1]
-        end = statistics.median(r for _, r, _ in samples[-5:])
+        window = [s for s in samples if warmup - TRIM_PERIOD <= s[0] <= warmup] or samples[:1]
+        last = samples[-TRIM_PERIOD:]
+        base = statistics.median(s[1] for s in window)
+        end = statistics.median(s[1] for s in last)
         growth = (end - base) / base * 100
         print("RSS: %.1f MiB after warm-up (%.0fs), %.1f MiB at the end: %+.2f%%"
               % (base / 1024, warmup, end / 1024, growth))
+        # The heap outside the buffer pools: flat unless something leaks (reported, not judged:
+        # the two figures are read a moment apart, so it moves by a few buffer blocks).
+        other = [statistics.median(s[4] - s[3] for s in w) for w in (window, last)]
+        print("heap outside the buffer pools: %.2f MiB after warm-up, %.2f MiB at the end"
+              % (other[0] / 2**20, other[1] / 2**20))
         if growth > 2.0:
             problems.append("RSS grew %.2f%% after warm-up (limit 2%%)" % growth)
         # wrk: socket errors and non-2xx outside the kill windows.

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <fmt/chrono.h>
+#include <malloc.h>
 #include <spdlog/async.h>
 #include <spdlog/async_logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -36,6 +37,20 @@ const char* version() {
 }
 
 namespace {
+
+// True when the heap is glibc's malloc (floodgate_memory_* metrics, malloc_trim), false in a
+// sanitizer build, whose allocator replaces it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kGlibcHeap = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kGlibcHeap = false;
+#else
+constexpr bool kGlibcHeap = true;
+#endif
+#else
+constexpr bool kGlibcHeap = true;
+#endif
 
 // server.workers, with 0 resolved to one reactor per core.
 unsigned resolved_workers(const ServerParams& server) {
@@ -304,6 +319,7 @@ class Process {
     signals_.add(SIGHUP);
     signals_.add(SIGUSR1);
     wait_signal();
+    poll_trimmed();
     // Every listener is up (start()) and signals are caught from here on, so a stop is a
     // drain: tell systemd.
     notifier_.ready(gens_.active().snapshot->generation);
@@ -673,6 +689,28 @@ class Process {
     for (auto& r : reactors_) r->force_close();
   }
 
+  // The reactors give idle buffer blocks back to the allocator (Reactor::housekeep); glibc keeps
+  // freed memory in each thread's arena, so when some were given back since the last look, the
+  // main thread asks it to return free pages to the kernel. Off the reactors: malloc_trim()
+  // walks every arena under its lock and makes system calls.
+  void poll_trimmed() {
+    trim_timer_.expires_after(std::chrono::seconds(10));
+    trim_timer_.async_wait([this](const error_code& ec) {
+      if (ec) return;
+      uint64_t trimmed = 0;
+      for (auto& r : reactors_) {
+        for (const auto kind : {BufferPoolKind::request, BufferPoolKind::response}) {
+          trimmed += r->metrics().buffer_pool(kind).trimmed_bytes.value();
+        }
+      }
+      if (trimmed != trimmed_seen_) {
+        trimmed_seen_ = trimmed;
+        if constexpr (kGlibcHeap) ::malloc_trim(0);
+      }
+      poll_trimmed();
+    });
+  }
+
   // Reactors end their threads when their last connection closes; the main loop ends then.
   void poll_done() {
     poll_timer_.expires_after(std::chrono::milliseconds(20));
@@ -683,6 +721,7 @@ class Process {
       if (!all_done) return poll_done();
       drain_timer_.cancel();
       retire_timer_.cancel();
+      trim_timer_.cancel();
       signals_.cancel();
       if (admin_) admin_->close();
       io_.stop();
@@ -713,6 +752,21 @@ class Process {
              "Heap allocations made on reactor threads: one per connection, none per request.",
              MetricType::counter);
     w.sample("floodgate_reactor_heap_allocations_total", {}, counted_heap_allocations());
+    // glibc's view of the heap, all arenas (the way Envoy reports its allocator): what floodgate
+    // has allocated, and what the allocator holds from the kernel for it. Not in sanitizer
+    // builds, whose allocator glibc does not see.
+    if constexpr (kGlibcHeap) {
+      const struct mallinfo2 heap = ::mallinfo2();
+      w.header("floodgate_memory_allocated_bytes",
+               "Heap bytes floodgate has allocated now (glibc, all threads).", MetricType::gauge);
+      w.sample("floodgate_memory_allocated_bytes", {},
+               static_cast<uint64_t>(heap.uordblks + heap.hblkhd));
+      w.header("floodgate_memory_heap_size_bytes",
+               "Heap bytes the allocator holds from the kernel: allocated plus free for reuse.",
+               MetricType::gauge);
+      w.sample("floodgate_memory_heap_size_bytes", {},
+               static_cast<uint64_t>(heap.arena + heap.hblkhd));
+    }
     w.header("floodgate_config_generation", "The active configuration generation.",
              MetricType::gauge);
     w.sample("floodgate_config_generation", {}, static_cast<double>(serving_->generation));
@@ -739,6 +793,8 @@ class Process {
   asio::steady_timer drain_timer_{io_};
   asio::steady_timer poll_timer_{io_};
   asio::steady_timer retire_timer_{io_};
+  asio::steady_timer trim_timer_{io_};
+  uint64_t trimmed_seen_ = 0;  // buffer bytes the reactors had given back at the last malloc_trim
   std::optional<AdminServer> admin_;
   std::vector<std::unique_ptr<proxy::Reactor>> reactors_;
   health::Checker health_;  // probes the peers of pools with [upstreams.health]

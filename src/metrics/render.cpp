@@ -61,6 +61,46 @@ void render_connections(PrometheusWriter& w, Shards shards) {
   w.sample(kName, {}, total);
 }
 
+// The reactors' buffer pools, summed: blocks by state, bytes held, bytes given back by trimming.
+void render_buffer_pools(PrometheusWriter& w, Shards shards) {
+  using Shard = ReactorMetrics::BufferPoolShard;
+  const auto total = [&](std::size_t pool, auto get) {
+    int64_t sum = 0;
+    for (const ReactorMetrics* shard : shards) {
+      sum += static_cast<int64_t>(get(shard->buffer_pool(static_cast<BufferPoolKind>(pool))));
+    }
+    return sum;
+  };
+  constexpr std::string_view kBlocks = "floodgate_buffer_blocks";
+  w.header(kBlocks,
+           "Request and response buffer blocks the reactors hold, lent out (in_use) or kept for "
+           "reuse (free).",
+           MetricType::gauge);
+  for (std::size_t pool = 0; pool < kBufferPoolLabels.size(); ++pool) {
+    const Label in_use[] = {{"pool", kBufferPoolLabels[pool]}, {"state", "in_use"}};
+    const Label free[] = {{"pool", kBufferPoolLabels[pool]}, {"state", "free"}};
+    w.sample(kBlocks, in_use, total(pool, [](const Shard& s) { return s.in_use_blocks.value(); }));
+    w.sample(kBlocks, free, total(pool, [](const Shard& s) { return s.free_blocks.value(); }));
+  }
+  constexpr std::string_view kBytes = "floodgate_buffer_bytes";
+  w.header(kBytes, "Bytes the reactors' buffer pools hold from the allocator.", MetricType::gauge);
+  for (std::size_t pool = 0; pool < kBufferPoolLabels.size(); ++pool) {
+    const Label labels[] = {{"pool", kBufferPoolLabels[pool]}};
+    w.sample(kBytes, labels, total(pool, [](const Shard& s) { return s.bytes.value(); }));
+  }
+  constexpr std::string_view kTrimmed = "floodgate_buffer_trimmed_bytes_total";
+  w.header(kTrimmed,
+           "Bytes of free buffer blocks given back to the allocator after staying idle for a "
+           "trim period (10 s).",
+           MetricType::counter);
+  for (std::size_t pool = 0; pool < kBufferPoolLabels.size(); ++pool) {
+    const Label labels[] = {{"pool", kBufferPoolLabels[pool]}};
+    w.sample(
+        kTrimmed, labels,
+        static_cast<uint64_t>(total(pool, [](const Shard& s) { return s.trimmed_bytes.value(); })));
+  }
+}
+
 // One counter per upstream id; `get(shard, id)` selects it from a shard.
 template <class Get>
 void render_per_upstream(PrometheusWriter& w, Shards shards, Names names, std::string_view name,
@@ -114,6 +154,7 @@ void render_prometheus(Shards shards, Names upstream_names, std::string& out) {
   render_requests(w, shards, upstream_names);
   render_durations(w, shards, upstream_names);
   render_connections(w, shards);
+  render_buffer_pools(w, shards);
   render_per_upstream(
       w, shards, upstream_names, "floodgate_upstream_connect_failures_total",
       "Failed connection attempts to the upstream's backends (refused, unreachable, reset or "

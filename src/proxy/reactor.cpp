@@ -25,6 +25,10 @@ using boost::system::error_code;
 
 namespace {
 constexpr auto kTick = std::chrono::milliseconds(10);
+// Housekeeping (the buffer pool gauges) runs once a second, and every kTrimEvery-th run first
+// trims the buffer pools: a free block idle for 10 s goes back to the allocator.
+constexpr auto kHousekeeping = std::chrono::seconds(1);
+constexpr unsigned kTrimEvery = 10;
 // Returned buffers a pool keeps for reuse (fewer when server.max_buffers_per_reactor is lower).
 constexpr std::size_t kMaxFreeBuffers = 1024;
 // Connections accepted per listener wakeup before the others get their turn.
@@ -234,14 +238,33 @@ class Reactor::Ticker final : public PollTarget {
   void on_poll(uint32_t) override {
     uint64_t expirations = 0;
     [[maybe_unused]] const ssize_t n = ::read(fd_, &expirations, sizeof(expirations));
-    reactor_.wheel_.advance(std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    reactor_.wheel_.advance(now);
+    if (now >= next_housekeeping_) {
+      next_housekeeping_ = now + kHousekeeping;
+      reactor_.housekeep(++housekeeping_runs_ % kTrimEvery == 0);
+    }
   }
   void on_ready() override {}
 
  private:
   Reactor& reactor_;
   int fd_ = -1;
+  std::chrono::steady_clock::time_point next_housekeeping_{};
+  uint64_t housekeeping_runs_ = 0;
 };
+
+void Reactor::housekeep(bool trim) {
+  const auto refresh = [&](BufferPool& pool, BufferPoolKind kind) {
+    ReactorMetrics::BufferPoolShard& m = metrics_.buffer_pool(kind);
+    if (trim) m.trimmed_bytes.add(pool.trim() * pool.block_size());
+    m.in_use_blocks.set(static_cast<int64_t>(pool.outstanding()));
+    m.free_blocks.set(static_cast<int64_t>(pool.free_blocks()));
+    m.bytes.set(static_cast<int64_t>(pool.bytes()));
+  };
+  refresh(request_buffers_, BufferPoolKind::request);
+  refresh(response_buffers_, BufferPoolKind::response);
+}
 
 int Reactor::open_listener(const asio::ip::tcp::endpoint& at, asio::ip::tcp::endpoint& bound) {
   asio::io_context setup;  // Asio for the set-up calls; the socket then goes to a poller

@@ -1,9 +1,11 @@
 """Admin endpoints, metrics and the access log end to end."""
 
+import os
 import unittest
 
 from backend import Backend
-from harness import DEFAULT_TIMEOUT, FloodgateTestCase, admin_get, poll, route, upstream
+from harness import (DEFAULT_TIMEOUT, FloodgateTestCase, admin_get, build_request, poll, route,
+                     upstream)
 
 REQUIRED_FAMILIES = [
     "floodgate_requests_total",
@@ -89,6 +91,32 @@ class Observability(FloodgateTestCase):
                 c.close()
         poll(lambda: self.metric("floodgate_client_connections") <= base,
              what="floodgate_client_connections to drop back to %s" % base)
+
+    def test_buffer_blocks_are_lent_to_a_request_in_progress_and_kept_free_after_it(self):
+        held = self.fg.conn()
+        try:
+            held.send(build_request("GET", "/hold?key=buffers", host="app.test"))
+            self.backend.wait_for_target("/hold?key=buffers")
+            for pool in ("request", "response"):
+                poll(lambda: self.metric("floodgate_buffer_blocks", pool=pool, state="in_use") >= 1,
+                     what="a %s buffer block in use while the request is at the backend" % pool)
+            self.assertGreater(self.metric("floodgate_buffer_bytes", pool="request"), 0)
+            self.backend.release("buffers")
+            self.assertEqual(held.read_response().status, 200)
+        finally:
+            held.close()
+        for pool in ("request", "response"):
+            poll(lambda: self.metric("floodgate_buffer_blocks", pool=pool, state="in_use") == 0
+                 and self.metric("floodgate_buffer_blocks", pool=pool, state="free") >= 1,
+                 what="the %s buffer block back in the pool, kept free" % pool)
+        self.assertTrue(self.fg.metrics().declared("floodgate_buffer_trimmed_bytes_total"))
+
+    @unittest.skipIf(os.environ.get("FLOODGATE_SANITIZED"), "a sanitizer replaces glibc's heap")
+    def test_memory_metrics_report_glibcs_heap(self):
+        m = self.fg.metrics()
+        allocated = m.value("floodgate_memory_allocated_bytes")
+        self.assertGreater(allocated, 0)
+        self.assertGreaterEqual(m.value("floodgate_memory_heap_size_bytes"), allocated)
 
     # --- access log -------------------------------------------------------------------------
     def log_entry(self, key, value):

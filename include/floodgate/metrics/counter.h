@@ -36,6 +36,7 @@ class Gauge {
   void add(int64_t n) noexcept {
     value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
+  void set(int64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
   // Any thread.
   int64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
 

@@ -48,6 +48,11 @@ enum class AcceptError : uint8_t { emfile, enfile, enobufs, enomem, other };
 inline constexpr std::array<std::string_view, 5> kAcceptErrorLabels{"emfile", "enfile", "enobufs",
                                                                     "enomem", "other"};
 
+// The reactor's two buffer pools (floodgate_buffer_blocks{pool}): request heads and bodies, and
+// response heads and bodies.
+enum class BufferPoolKind : uint8_t { request, response };
+inline constexpr std::array<std::string_view, 2> kBufferPoolLabels{"request", "response"};
+
 // A struct by name (as the design refers to it) but with private storage: the sizes are invariants.
 struct ReactorMetrics {
   static constexpr std::size_t kUnroutedSlot = 0;
@@ -93,6 +98,18 @@ struct ReactorMetrics {
 
   Gauge client_connections;  // open client connections: add(1) on accept, add(-1) on close
 
+  // One buffer pool's state, refreshed by the reactor once a second (not per request): blocks
+  // lent out, blocks kept free, bytes held from the allocator, and bytes trim() gave back.
+  struct BufferPoolShard {
+    Gauge in_use_blocks;
+    Gauge free_blocks;
+    Gauge bytes;
+    Counter trimmed_bytes;
+  };
+  BufferPoolShard& buffer_pool(BufferPoolKind kind) noexcept {
+    return buffer_pools_[static_cast<std::size_t>(kind)];
+  }
+
   // --- Readers: any thread. ---
 
   std::size_t upstreams() const noexcept { return upstreams_.size(); }
@@ -126,6 +143,9 @@ struct ReactorMetrics {
   const Counter& accept_errors(AcceptError error) const noexcept {
     return accept_errors_[static_cast<std::size_t>(error)];
   }
+  const BufferPoolShard& buffer_pool(BufferPoolKind kind) const noexcept {
+    return buffer_pools_[static_cast<std::size_t>(kind)];
+  }
 
  private:
   struct Slot {
@@ -150,6 +170,7 @@ struct ReactorMetrics {
   std::vector<Upstream> upstreams_;  // size N, never resized
   std::array<Counter, kReasonCount> generated_{};
   std::array<Counter, kAcceptErrorLabels.size()> accept_errors_{};
+  std::array<BufferPoolShard, kBufferPoolLabels.size()> buffer_pools_{};
 };
 
 }  // namespace floodgate

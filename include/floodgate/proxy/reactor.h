@@ -132,6 +132,9 @@ class Reactor {
   void close_idle_connections(const Snapshot* keep);
   void close_idle_sessions();
   void maybe_finish();
+  // Once a second on the tick: refreshes the buffer pool gauges; with `trim`, first gives back
+  // the free buffer blocks that stayed idle since the last trim (BufferPool::trim).
+  void housekeep(bool trim);
 
   unsigned index_;
   // Carries work posted from other threads (post()); the Poller runs it on every turn. It owns

@@ -121,10 +121,55 @@ TEST(BufferPool, KeepsNoMoreFreeBlocksThanItMayLendOut) {
   EXPECT_EQ(pool.free_blocks(), 3u);
 }
 
+// Lends out `n` blocks and gives them all back: a burst of n concurrent requests.
+void burst(BufferPool& pool, int n) {
+  std::vector<char*> held;
+  for (int i = 0; i < n; ++i) held.push_back(pool.acquire());
+  for (char* b : held) pool.release(b);
+}
+
+TEST(BufferPool, TrimFreesTheBlocksABurstLeftBehindOnceTheyStayIdleForAWholePeriod) {
+  BufferPool pool(128);
+  burst(pool, 10);
+  EXPECT_EQ(pool.free_blocks(), 10u);
+  // The burst's blocks were in use during this period: kept.
+  EXPECT_EQ(pool.trim(), 0u);
+  EXPECT_EQ(pool.free_blocks(), 10u);
+  // Idle for the whole next period: given back.
+  EXPECT_EQ(pool.trim(), 10u);
+  EXPECT_EQ(pool.free_blocks(), 0u);
+  EXPECT_EQ(pool.bytes(), 0u);
+}
+
+TEST(BufferPool, TrimKeepsWhatSteadyDemandUses) {
+  BufferPool pool(128);
+  burst(pool, 10);
+  pool.trim();
+  for (int period = 0; period < 5; ++period) {
+    burst(pool, 4);  // four requests at a time, every period
+    EXPECT_EQ(pool.trim(), period == 0 ? 6u : 0u);
+    EXPECT_EQ(pool.free_blocks(), 4u);
+  }
+}
+
+TEST(BufferPool, TrimNeverTouchesBlocksThatAreLentOut) {
+  BufferPool pool(128);
+  char* held = pool.acquire();
+  burst(pool, 3);
+  pool.trim();
+  pool.trim();
+  EXPECT_EQ(pool.outstanding(), 1u);
+  EXPECT_EQ(pool.free_blocks(), 0u);
+  EXPECT_EQ(pool.bytes(), pool.block_size());
+  std::memset(held, 0xcd, pool.block_size());  // still ours (ASan would tell otherwise)
+  pool.release(held);
+}
+
 TEST(BufferPool, AcquireIsNoexcept) {
   BufferPool pool(64);
   static_assert(noexcept(pool.acquire()));
   static_assert(noexcept(pool.release(nullptr)));
+  static_assert(noexcept(pool.trim()));
 }
 
 }  // namespace

@@ -141,6 +141,11 @@ TEST(RenderPrometheus, RendersTheExactTextFormatForASmallCase) {
   ReactorMetrics m(0);
   m.count_request(ReactorMetrics::kUnroutedSlot, 404, microseconds(1500));
   m.client_connections.add(1);
+  ReactorMetrics::BufferPoolShard& request = m.buffer_pool(BufferPoolKind::request);
+  request.in_use_blocks.set(2);
+  request.free_blocks.set(3);
+  request.bytes.set(5120);
+  request.trimmed_bytes.add(1024);
   const auto out = render({&m}, {});
   const auto end = out.find("# HELP floodgate_responses_generated_total");
   ASSERT_NE(end, std::string::npos);
@@ -176,12 +181,41 @@ TEST(RenderPrometheus, RendersTheExactTextFormatForASmallCase) {
             "# HELP floodgate_client_connections Open client connections.\n"
             "# TYPE floodgate_client_connections gauge\n"
             "floodgate_client_connections 1\n"
+            "# HELP floodgate_buffer_blocks Request and response buffer blocks the reactors "
+            "hold, lent out (in_use) or kept for reuse (free).\n"
+            "# TYPE floodgate_buffer_blocks gauge\n"
+            "floodgate_buffer_blocks{pool=\"request\",state=\"in_use\"} 2\n"
+            "floodgate_buffer_blocks{pool=\"request\",state=\"free\"} 3\n"
+            "floodgate_buffer_blocks{pool=\"response\",state=\"in_use\"} 0\n"
+            "floodgate_buffer_blocks{pool=\"response\",state=\"free\"} 0\n"
+            "# HELP floodgate_buffer_bytes Bytes the reactors' buffer pools hold from the "
+            "allocator.\n"
+            "# TYPE floodgate_buffer_bytes gauge\n"
+            "floodgate_buffer_bytes{pool=\"request\"} 5120\n"
+            "floodgate_buffer_bytes{pool=\"response\"} 0\n"
+            "# HELP floodgate_buffer_trimmed_bytes_total Bytes of free buffer blocks given back "
+            "to the allocator after staying idle for a trim period (10 s).\n"
+            "# TYPE floodgate_buffer_trimmed_bytes_total counter\n"
+            "floodgate_buffer_trimmed_bytes_total{pool=\"request\"} 1024\n"
+            "floodgate_buffer_trimmed_bytes_total{pool=\"response\"} 0\n"
             "# HELP floodgate_upstream_connect_failures_total Failed connection attempts to the "
             "upstream's backends (refused, unreachable, reset or timed out).\n"
             "# TYPE floodgate_upstream_connect_failures_total counter\n"
             "# HELP floodgate_upstream_timeouts_total Connect timeouts and response timeouts on "
             "the upstream's backends.\n"
             "# TYPE floodgate_upstream_timeouts_total counter\n");
+}
+
+TEST(RenderPrometheus, BufferPoolFiguresAreTheSumOfAllReactors) {
+  ReactorMetrics a(0);
+  ReactorMetrics b(0);
+  a.buffer_pool(BufferPoolKind::response).in_use_blocks.set(4);
+  b.buffer_pool(BufferPoolKind::response).in_use_blocks.set(5);
+  a.buffer_pool(BufferPoolKind::response).bytes.set(100);
+  b.buffer_pool(BufferPoolKind::response).bytes.set(200);
+  const auto out = render({&a, &b}, {});
+  EXPECT_TRUE(contains(out, "floodgate_buffer_blocks{pool=\"response\",state=\"in_use\"} 9"));
+  EXPECT_TRUE(contains(out, "floodgate_buffer_bytes{pool=\"response\"} 300"));
 }
 
 TEST(RenderPrometheus, GeneratedResponsesListEveryReasonExceptNoneIncludingZeros) {
