@@ -40,6 +40,7 @@ Waiting is bounded everywhere: a held request gives up after HOLD_LIMIT seconds.
 import base64
 import hashlib
 import json
+import select
 import socket
 import struct
 import threading
@@ -74,15 +75,25 @@ class ClientGone(Exception):
 class RawServer:
     """A loopback listener that hands each accepted socket to `serve(sock, state)` on a thread
     of its own; `state` is what `on_accept()` returns (None by default). For backends that
-    speak raw bytes on purpose (tests/integration/test_differential.py, test_faults.py)."""
+    speak raw bytes on purpose (tests/integration/test_differential.py, test_faults.py).
+
+    settled(check) tells, exactly, that no connection is waiting to be accepted and `check()`
+    holds: a connection is accepted and given its state under one lock, and the kernel's accept
+    queue is read under the same lock, so a connection is always either still queued or already
+    known to the subclass, never in between."""
 
     def __init__(self, backlog=64):
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
+        self.listener.setblocking(False)
         self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self._accepting = threading.Lock()
+        self._stopped = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def stop(self):
-        self.listener.close()
+        self._stopped.set()
+        with self._accepting:
+            self.listener.close()
 
     def on_accept(self):
         return None
@@ -90,13 +101,35 @@ class RawServer:
     def serve(self, sock, state):
         raise NotImplementedError
 
+    def queued(self):
+        """Connections the kernel has established and nobody has accepted yet (TCP_INFO of a
+        listening socket: tcpi_unacked is its accept queue length)."""
+        info = self.listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        return struct.unpack_from("I", info, 24)[0]
+
+    def settled(self, check):
+        with self._accepting:
+            return self.queued() == 0 and check()
+
     def _accept(self):
-        while True:
+        while not self._stopped.is_set():
             try:
-                sock, _ = self.listener.accept()
-            except OSError:
+                readable, _, _ = select.select([self.listener], [], [], 0.2)  # 0.2 s: see stop()
+            except (OSError, ValueError):
                 return
-            threading.Thread(target=self.serve, args=(sock, self.on_accept()), daemon=True).start()
+            if not readable:
+                continue
+            with self._accepting:
+                if self._stopped.is_set():
+                    return
+                try:
+                    sock, _ = self.listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    return
+                state = self.on_accept()
+            threading.Thread(target=self.serve, args=(sock, state), daemon=True).start()
 
 
 class RecordedRequest:

@@ -165,8 +165,11 @@ class RecordingBackend(RawServer):
         return out
 
     def quiet(self):
-        with self.lock:
-            return all(c["done"] for c in self.conns)
+        """Every connection floodgate opened was accepted and has ended."""
+        def done():
+            with self.lock:
+                return all(c["done"] for c in self.conns)
+        return self.settled(done)
 
     def on_accept(self):
         rec = {"raw": bytearray(), "requests": [], "error": None, "done": False}
