@@ -7,10 +7,11 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
-#include <charconv>
 #include <string_view>
 
 #include "floodgate/core/ascii.h"
+#include "floodgate/core/reason.h"
+#include "floodgate/http/parser.h"
 
 namespace floodgate::app {
 
@@ -51,6 +52,8 @@ std::string_view phrase(int status) {
       return "Length Required";
     case 413:
       return "Content Too Large";
+    case 414:
+      return "URI Too Long";
     case 422:
       return "Unprocessable Content";
     case 431:
@@ -153,48 +156,46 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
     start_body();
   }
 
-  // Returns 0, or the status to answer with and its reason in `why`.
+  // Returns 0, or the status to answer with and its reason in `why`. The head is parsed by
+  // the strict parser the proxy uses (http/parser.h): what the client listeners refuse, the
+  // admin listener refuses too.
   int parse_head(std::string_view head, std::string& why) {
-    const std::string_view line = head.substr(0, head.find("\r\n"));
-    const std::size_t sp1 = line.find(' ');
-    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp2 == std::string_view::npos || sp1 == 0) {
-      why = "malformed request line\n";
+    const auto bound = static_cast<uint32_t>(params_.max_head);
+    parser_.begin(head.data(), fields_.data(), http::HeadLimits{bound, bound, kMaxFields});
+    const http::Parser::Result r = parser_.parse_head(head.size());
+    if (r == http::Parser::Result::error || r == http::Parser::Result::need_more) {
+      const Reason reason = parser_.error_reason();
+      if (reason == Reason::header_too_large) {
+        why = "more than " + std::to_string(kMaxFields) + " header fields\n";
+        return 431;
+      }
+      why = std::string("malformed request: ") +
+            (r == http::Parser::Result::need_more ? "incomplete head" : parser_.error_detail()) +
+            "\n";
+      return reason == Reason::uri_too_long ? 414 : 400;
+    }
+    if (parser_.http_major() != 1 || parser_.http_minor() > 1) {
+      why = "malformed request: HTTP/1.0 or HTTP/1.1 only\n";
       return 400;
     }
-    request_.method = std::string(line.substr(0, sp1));
+    request_.method = std::string(parser_.method_name());
     if (request_.method == "HEAD") {
       request_.method = "GET";  // RFC 9110 9.3.2: GET without the body
       head_only_ = true;
     }
-    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    const std::string_view target = parser_.target();
     request_.path = std::string(target.substr(0, target.find('?')));
-    bool have_length = false;
-    for (std::size_t at = line.size() + 2; at < head.size();) {
-      const std::size_t end = head.find("\r\n", at);
-      const std::string_view field = head.substr(at, end - at);
-      at = end + 2;
-      const std::size_t colon = field.find(':');
-      if (colon == std::string_view::npos) continue;
-      const std::string_view name = field.substr(0, colon);
-      const std::string_view value = ascii::trim(field.substr(colon + 1));
-      if (ascii::iequals(name, "content-length")) {
-        std::size_t n = 0;
-        const auto [p, err] = std::from_chars(value.data(), value.data() + value.size(), n);
-        if (err != std::errc() || p != value.data() + value.size() || value.empty() ||
-            (have_length && n != length_)) {
-          why = "malformed Content-Length\n";
-          return 400;
-        }
-        have_length = true;
-        length_ = n;
-      } else if (ascii::iequals(name, "transfer-encoding")) {
-        why = "send the body with Content-Length\n";
-        return 411;
-      } else if (ascii::iequals(name, "authorization")) {
-        request_.authorization = std::string(value);
-      } else if (ascii::iequals(name, "expect")) {
-        expect_continue_ = ascii::iequals(value, "100-continue");
+    if (parser_.chunked() || parser_.has(http::bit(http::Field::transfer_encoding))) {
+      why = "send the body with Content-Length\n";
+      return 411;
+    }
+    length_ = parser_.has_content_length() ? parser_.content_length() : 0;
+    for (uint32_t i = 0; i < parser_.field_count(); ++i) {
+      const std::string_view name = parser_.field_name(i);
+      if (ascii::iequals(name, "authorization")) {
+        request_.authorization = std::string(parser_.field_value(i));
+      } else if (parser_.field_kind(i) == http::Field::expect) {
+        expect_continue_ = ascii::iequals(parser_.field_value(i), "100-continue");
       }
     }
     return 0;
@@ -304,7 +305,10 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
   bool head_only_ = false;  // a HEAD request: the answer goes without its body
   bool expect_continue_ = false;
   std::string out_;
-  std::array<char, 512> drop_{};  // what lingering reads, unread
+  std::array<char, 512> drop_{};               // what lingering reads, unread
+  static constexpr uint32_t kMaxFields = 100;  // header fields in an admin request head
+  http::Parser parser_{http::Parser::Kind::request};
+  std::array<http::HeaderField, kMaxFields> fields_{};
 };
 
 AdminServer::AdminServer(asio::io_context& io, const asio::ip::tcp::endpoint& at, Handlers h,

@@ -182,6 +182,40 @@ class AdminHardening(FloodgateTestCase):
         r, _ = self.admin_request("GET", "/config", body=b"x")
         self.assertEqual(r.status, 413, r)
 
+    # --- the strict parser ------------------------------------------------------------------
+    def test_heads_the_proxy_refuses_get_400_on_the_admin_listener_too(self):
+        cases = {
+            "empty field name": b"GET /healthz HTTP/1.1\r\nHost: admin.test\r\n: v\r\n\r\n",
+            "obs-fold": b"GET /healthz HTTP/1.1\r\nHost: admin.test\r\nX-A: a\r\n b\r\n\r\n",
+            "space before colon": b"GET /healthz HTTP/1.1\r\nHost : admin.test\r\n\r\n",
+            "invalid method": b"G@T /healthz HTTP/1.1\r\nHost: admin.test\r\n\r\n",
+            "two lengths": b"POST /config/validate HTTP/1.1\r\nHost: admin.test\r\n"
+                           b"Content-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "HTTP/2 line": b"GET /healthz HTTP/2.0\r\nHost: admin.test\r\n\r\n",
+            "field without colon": b"GET /healthz HTTP/1.1\r\nHost: admin.test\r\nX-A\r\n\r\n",
+        }
+        for name, head in cases.items():
+            with self.admin() as c:
+                c.send(head)
+                r = c.read_response()
+                self.assertEqual(r.status, 400, (name, r))
+                self.assertIn(b"malformed request", r.body, name)
+                c.wait_closed()
+
+    def test_a_head_with_more_than_100_fields_gets_431(self):
+        for fields, status in ((99, 200), (101, 431)):  # Host is one of them
+            head = b"GET /healthz HTTP/1.1\r\nHost: admin.test\r\n" + b"X-F: v\r\n" * fields
+            with self.admin() as c:
+                c.send(head + b"\r\n")
+                self.assertEqual(c.read_response().status, status, fields)
+
+    def test_chunked_bodies_get_411(self):
+        with self.admin() as c:
+            c.send(b"POST /config/validate HTTP/1.1\r\nHost: admin.test\r\n"
+                   b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+            self.assertEqual(c.read_response().status, 411)
+
     # --- HEAD -----------------------------------------------------------------------------
     def test_head_gets_the_status_and_headers_of_get_and_no_body(self):
         for path in ("/healthz", "/config", "/metrics", "/status", "/nowhere"):
