@@ -71,10 +71,11 @@ class Poller::Wake final : public PollTarget {
   Poller& poller_;
 };
 
-Poller::Poller(boost::asio::io_context& io, IoMode mode)
+Poller::Poller(boost::asio::io_context& io, IoMode mode, const Clock& clock)
     : io_(io),
       work_(io.get_executor()),
-      wake_fd_(checked(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd")) {
+      wake_fd_(checked(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd")),
+      clock_(clock) {
   if (mode != IoMode::epoll) {
     std::string why;
     if (open_ring(why)) {
@@ -381,7 +382,7 @@ void Poller::run_uring() {
     // writes just submitted complete at once, so a wait for one completion returns then.
     const bool more = !ready_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
     enter(!more);
-    now_ = std::chrono::steady_clock::now();
+    now_ = clock_.now();
     reap();
     run_ready();
   }
@@ -416,7 +417,7 @@ void Poller::run_epoll() {
     // Block only when nothing is ready; the tick timer bounds the wait anyway.
     const bool more = !ready_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
     const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, more ? 0 : -1);
-    now_ = std::chrono::steady_clock::now();
+    now_ = clock_.now();
     if (n < 0) {
       if (errno == EINTR) continue;
       throw std::system_error(errno, std::generic_category(), "epoll_wait");

@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "floodgate/core/clock.h"
 #include "floodgate/proxy/params.h"
 
 struct io_uring;
@@ -111,14 +112,16 @@ class Poller {
   // offers what the loop needs (Linux 6.1: single-issuer rings with deferred task work,
   // multishot poll) and epoll otherwise; IoMode::io_uring throws std::system_error when it
   // cannot have it.
-  Poller(boost::asio::io_context& io, IoMode mode);
+  // `clock` gives the loop its time (now()); it must outlive the poller.
+  Poller(boost::asio::io_context& io, IoMode mode, const Clock& clock = Clock::steady());
   ~Poller();
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
   IoEngine engine() const { return uring_ != nullptr ? IoEngine::io_uring : IoEngine::epoll; }
   // When the loop last returned from waiting for the kernel (reactor thread).
-  std::chrono::steady_clock::time_point now() const { return now_; }
+  // The clock's time when the loop last woke up (read once per turn).
+  Clock::time_point now() const { return now_; }
   bool uses_uring() const { return uring_ != nullptr; }
   // Why IoMode::automatic fell back to epoll (empty when it did not).
   const std::string& fallback_reason() const { return fallback_reason_; }
@@ -233,7 +236,8 @@ class Poller {
   // io_uring: targets that asked for submit_io() this turn.
   TargetQueue<&PollTarget::io_next_, &PollTarget::io_queued_> wanted_;
   bool stopped_ = false;
-  std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::now();
+  const Clock& clock_;
+  Clock::time_point now_ = clock_.now();
 };
 
 }  // namespace floodgate::proxy

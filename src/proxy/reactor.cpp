@@ -40,9 +40,10 @@ std::size_t block_size(std::size_t fields, std::size_t data) {
 }
 }  // namespace
 
-Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log)
+Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log,
+                 const Clock& clock)
     : index_(index),
-      poller_(std::make_unique<Poller>(io_, snapshot->server.io)),
+      poller_(std::make_unique<Poller>(io_, snapshot->server.io, clock)),
       access_log_(access_log),
       wheel_(kTick),
       ticker_(std::make_unique<Ticker>(*this)),
@@ -238,7 +239,7 @@ class Reactor::Ticker final : public PollTarget {
   void on_poll(uint32_t) override {
     uint64_t expirations = 0;
     [[maybe_unused]] const ssize_t n = ::read(fd_, &expirations, sizeof(expirations));
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = reactor_.now();  // the loop's clock, read when this turn began
     reactor_.wheel_.advance(now);
     if (now >= next_housekeeping_) {
       next_housekeeping_ = now + kHousekeeping;

@@ -325,8 +325,7 @@ void Session::linger_close() {
   if (!lingering_) {
     lingering_ = true;
     client_.shutdown_send();
-    reactor_.wheel().schedule(client_timer_,
-                              std::chrono::steady_clock::now() + std::chrono::seconds(2));
+    reactor_.wheel().schedule(client_timer_, reactor_.now() + std::chrono::seconds(2));
   }
   do_client_read();
 }

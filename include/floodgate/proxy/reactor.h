@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "floodgate/core/buffer_pool.h"
+#include "floodgate/core/clock.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/metrics/reactor_metrics.h"
@@ -49,7 +50,9 @@ struct ReactorGeneration : RefCounted<ReactorGeneration> {
 
 class Reactor {
  public:
-  Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log);
+  // `clock` is the loop's time (now(), the timer wheel); it must outlive the reactor.
+  Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log,
+          const Clock& clock = Clock::steady());
   ~Reactor();
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;

@@ -12,6 +12,8 @@
 #include <system_error>
 #include <thread>
 
+#include "floodgate/core/clock.h"
+
 namespace floodgate::proxy {
 namespace {
 
@@ -69,6 +71,34 @@ class PollerTest : public ::testing::TestWithParam<IoMode> {
   boost::asio::io_context io_;
   std::optional<Poller> poller_;
 };
+
+// A target that records the loop's time when it runs, then stops the loop.
+class TimeProbe final : public PollTarget {
+ public:
+  explicit TimeProbe(Poller& poller) : poller_(poller) {}
+  void on_poll(uint32_t) override {}
+  void on_ready() override {
+    seen = poller_.now();
+    poller_.stop();
+  }
+  Clock::time_point seen{};
+
+ private:
+  Poller& poller_;
+};
+
+TEST_P(PollerTest, TheLoopTimeComesFromTheInjectedClock) {
+  ManualClock clock;
+  clock.advance(std::chrono::minutes(7));
+  boost::asio::io_context io;
+  std::optional<Poller> poller;
+  poller.emplace(io, GetParam(), clock);  // SetUp() already skipped where io_uring is missing
+  EXPECT_EQ(poller->now(), clock.now());
+  TimeProbe probe(*poller);
+  poller->defer(probe);
+  poller->run();
+  EXPECT_EQ(probe.seen, clock.now());
+}
 
 TEST_P(PollerTest, ATaskRunsOnTheNextTurnWhileATargetKeepsQueuingItselfAgain) {
   Probe probe;
