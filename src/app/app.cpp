@@ -293,8 +293,8 @@ class Process {
           AdminServer::Handlers{
               [this](std::string& out) { render_metrics(out); }, [this] { return draining_; },
               [this](const AdminServer::Request& r,
-                     std::function<void(AdminServer::Response)> reply) {
-                control(r, std::move(reply));
+                     const std::function<void(AdminServer::Response)>& reply) {
+                control(r, reply);
               },
               [this](std::string_view authorization) {
                 // The token of the active generation (a reload may change it).
@@ -621,7 +621,7 @@ class Process {
   // A reload from SIGHUP or the control API: validate, build, publish; log the outcome.
   // `served` runs once every reactor serves the new generation.
   Outcome reload(const std::string& source, const std::string& origin, std::string_view trigger,
-                 std::function<void(uint64_t)> served = {}) {
+                 const std::function<void(uint64_t)>& served = {}) {
     notifier_.reloading();
     Outcome o = apply(source, origin, true, [this, served] {
       const uint64_t g = serving_->generation;

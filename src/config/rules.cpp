@@ -83,12 +83,15 @@ void check_pending_timeouts(const Config& c, const DocumentMarks& marks, Collect
     }
     out.error(*mark.pending_timeout_at,
               "upstreams[" + std::to_string(mark.index) + "].resilience.pending_timeout",
-              "pending_timeout = " + quoted(format_duration(timeout)) +
-                  " is longer than server.retirement_grace = " + grace +
-                  ": a request that waits through a reload is rejected with generation_retired "
-                  "once retirement_grace has passed, whatever its pending_timeout; set "
-                  "pending_timeout to at most " +
-                  grace + " or raise server.retirement_grace");
+              std::string("pending_timeout = ")
+                  .append(quoted(format_duration(timeout)))
+                  .append(" is longer than server.retirement_grace = ")
+                  .append(grace)
+                  .append(": a request that waits through a reload is rejected with "
+                          "generation_retired once retirement_grace has passed, whatever its "
+                          "pending_timeout; set pending_timeout to at most ")
+                  .append(grace)
+                  .append(" or raise server.retirement_grace"));
   }
 }
 

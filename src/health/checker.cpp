@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <exception>
 
 #include "floodgate/health/probe.h"
 
@@ -50,7 +51,13 @@ struct Checker::Probe {
 Checker::Checker() = default;
 
 Checker::~Checker() {
-  stop();
+  try {
+    stop();
+  } catch (...) {
+    // The probe thread could not be told to stop (no memory to post the request) or joined:
+    // it still uses this object, so nothing can be released safely.
+    std::terminate();
+  }
 }
 
 void Checker::start() {
