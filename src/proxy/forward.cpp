@@ -107,7 +107,7 @@ void Session::send_request_head() {
                     s.client_writing_ = false;
                     s.bytes_out_ += n;
                     if (s.closed_) return;
-                    if (ec) return s.close();
+                    if (ec) return s.cut(OutcomeSource::client);
                     if (s.cout_len_ > 0) s.do_client_write();
                   });
   }
@@ -135,12 +135,12 @@ void Session::pump_request_body() {
     in_pos_ += consumed;
     if (r == http::Parser::Result::error) {
       release_backend(false);
-      if (response_started_ || client_writing_) return close();
+      if (outcome_.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
       return respond(Reason::bad_request);
     }
     if (server.max_body_bytes != 0 && body_bytes_ > server.max_body_bytes) {
       release_backend(false);
-      if (response_started_ || client_writing_) return close();
+      if (outcome_.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
       return respond(Reason::body_too_large);
     }
     if (r == http::Parser::Result::message_done) {
@@ -178,8 +178,8 @@ void Session::do_backend_write() {
 void Session::on_backend_written(const error_code& ec) {
   if (ec) {
     if (retry_stale_connection()) return;
-    if (!response_started_) return fail_backend(Reason::upstream_reset);
-    return close();
+    if (!outcome_.client_saw_bytes) return fail_backend(Reason::upstream_reset);
+    return cut(OutcomeSource::upstream);
   }
   bout_len_ = 0;
   pump_request_body();
@@ -201,7 +201,7 @@ void Session::on_backend_read(const error_code& ec, std::size_t n) {
   }
   if (ec) {
     if (!response_head_) return fail_backend(Reason::upstream_reset);
-    return close();
+    return cut(OutcomeSource::upstream);
   }
   bin_len_ += n;
   if (response_head_) backend_timer_.cancel();
@@ -262,7 +262,7 @@ void Session::on_response_head(bool message_done) {
   // A draining reactor closes the connection after this response: say so.
   const bool keep = facts_.keep_alive && !facts_.upgrade && !reactor_.draining();
   plan_ = http::plan_response(rp, head_request_, parser_.http_minor(), keep);
-  status_ = rp.status();
+  decide(Outcome::relayed(rp.status(), std::chrono::steady_clock::now() - started_));
   if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
   if (cout_ == nullptr) return fail_backend(Reason::buffers_exhausted);
   http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
@@ -298,11 +298,11 @@ void Session::pump_response_body() {
       r = rp.finish();  // close-delimited body ends at EOF; anything else is truncation
     }
     if (r == http::Parser::Result::error) {
-      if (!response_started_ && !backend_eof_) {  // nothing reached the client yet: say so
+      if (!outcome_.client_saw_bytes && !backend_eof_) {  // nothing reached the client: say so
         cout_len_ = 0;
         return fail_backend(Reason::upstream_bad_response);
       }
-      return close();  // never present a truncated or corrupt body as complete
+      return cut(OutcomeSource::upstream);  // never present a short or corrupt body as complete
     }
     if (r == http::Parser::Result::message_done) {
       response_done_ = true;
@@ -326,7 +326,7 @@ void Session::pump_response_body() {
 void Session::do_client_write() {
   if (client_writing_) return;
   client_writing_ = true;
-  response_started_ = true;
+  outcome_.client_saw_bytes = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_.write(cout_, cout_len_, [](Session& s, const error_code& ec, std::size_t n) {
     s.client_writing_ = false;
@@ -338,9 +338,7 @@ void Session::on_client_written(const error_code& ec, std::size_t n) {
   bytes_out_ += n;
   if (closed_) return;
   client_timer_.cancel();
-  if (ec) {
-    return close();
-  }
+  if (ec) return cut(OutcomeSource::client);
   cout_len_ = 0;
   if (phase_ == Phase::closing) return linger_close();
   if (!response_head_) return process_response();  // after an interim response
@@ -359,7 +357,7 @@ void Session::on_backend_eof() {
 // of the response arrived and the request has no body (so it is still whole in in_).
 bool Session::retry_stale_connection() {
   if (!conn_ || !conn_->reused || stale_retried_ || facts_.has_body || response_head_ ||
-      bin_len_ != 0 || response_started_) {
+      bin_len_ != 0 || outcome_.client_saw_bytes) {
     return false;
   }
   stale_retried_ = true;
@@ -392,7 +390,7 @@ void Session::fail_backend(Reason reason) {
     }
   }
   release_backend(false);
-  if (response_started_ || client_writing_) return close();
+  if (outcome_.client_saw_bytes || client_writing_) return cut(OutcomeSource::upstream);
   respond(reason);
 }
 
@@ -419,7 +417,7 @@ void Session::on_backend_timeout() {
   if (connecting_) return fail_backend(Reason::upstream_connect_timeout);
   if (!response_head_) return fail_backend(Reason::upstream_timeout);
   if (up_ != nullptr) reactor_.metrics().timeout(up_->id);
-  close();  // the backend stalled mid-body: the client must see a short body
+  cut(OutcomeSource::upstream);  // the backend stalled mid-body: the client sees a short body
 }
 
 }  // namespace floodgate::proxy

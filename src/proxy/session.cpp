@@ -93,7 +93,7 @@ void Session::do_client_read() {
 void Session::on_client_read(const error_code& ec, std::size_t n, bool landing) {
   if (closed_) return;
   if (lingering_) return ec ? close() : do_client_read();  // discard until the client closes
-  if (ec) return close();  // the client went away; a request in progress is abandoned
+  if (ec) return cut(OutcomeSource::client);  // the client went away: a request is abandoned
   if (landing) {
     if (in_ == nullptr) in_ = reactor_.request_buffers().acquire();
     if (in_ == nullptr) return refuse_without_buffer(n);
@@ -133,9 +133,8 @@ void Session::begin_request() {
   up_ = nullptr;
   backend_ = -1;
   plan_ = {};
-  reason_ = Reason::none;
-  status_ = 0;
-  request_sent_ = request_parsed_ = response_started_ = response_done_ = false;
+  outcome_ = Outcome{};
+  request_sent_ = request_parsed_ = response_done_ = false;
   connecting_ = response_head_ = backend_eof_ = last_chunk_written_ = stale_retried_ = false;
   head_request_ = false;
   body_bytes_ = bytes_out_ = 0;
@@ -212,8 +211,7 @@ void Session::refuse_without_buffer(std::size_t n) {
 }
 
 void Session::respond(Reason reason) {
-  reason_ = reason;
-  status_ = info(reason).status;
+  decide(Outcome::generated(reason));
   reactor_.metrics().generated(reason);
   // The unread rest of a rejected request cannot be told apart from a next request: close.
   const bool close = http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ ||
@@ -228,7 +226,7 @@ void Session::respond(Reason reason) {
 // OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
 // path to match it with: floodgate answers for itself, with what it forwards.
 void Session::answer_options() {
-  status_ = 200;
+  decide(Outcome::answered(200));
   const bool close = !facts_.keep_alive || !request_parsed_ || reactor_.draining();
   write_generated(http::options_response(close), close);
 }
@@ -290,7 +288,7 @@ void Session::log_request() {
   const bool routed = up_ != nullptr;
   const std::size_t slot = routed ? ReactorMetrics::slot_for(up_->id) : 0;
   const auto elapsed = std::chrono::steady_clock::now() - started_;
-  if (status_ != 0) reactor_.metrics().count_request(slot, status_, elapsed);
+  if (outcome_.status != 0) reactor_.metrics().count_request(slot, outcome_.status, elapsed);
   AccessLog& log = reactor_.access_log();
   if (!log.enabled()) return;
   const bool parsed = parser_.head_end() != 0;
@@ -301,7 +299,7 @@ void Session::log_request() {
     r.method = parser_.method_name();
     r.target = parser_.target();
   }
-  r.status = status_;
+  r.status = outcome_.status;
   r.bytes_in = bytes_in_;
   r.bytes_out = bytes_out_;
   if (routed) {
@@ -310,7 +308,7 @@ void Session::log_request() {
     if (backend_ >= 0) r.backend = up.backends[static_cast<std::size_t>(backend_)]->address.text;
   }
   r.duration = elapsed;
-  r.reason = reason_;
+  r.reason = outcome_.reason;
   r.request_id = request_id_view_;
   log.write(reactor_.index(), r);
 }
@@ -339,7 +337,8 @@ void Session::on_client_timeout() {
       return respond(Reason::header_timeout);
     case Phase::tunnel:      // no traffic either way for idle_timeout
     case Phase::forwarding:  // the client stalled sending its body or reading the response
-    case Phase::queued:      // (not armed while queued; the pending timeout is the backend timer)
+      return cut(OutcomeSource::client);
+    case Phase::queued:  // (not armed while queued; the pending timeout is the backend timer)
     case Phase::closing:
     case Phase::generated:
       return close();
@@ -354,6 +353,7 @@ void Session::drain() {
 bool Session::force_close() {
   const bool cut = phase_ != Phase::idle && phase_ != Phase::closing;
   Ref<Session> keep(this);
+  if (cut) outcome_.cut_short(OutcomeSource::floodgate);
   close();
   return cut;
 }
@@ -370,6 +370,11 @@ void Session::on_generation_retired(uint64_t retired, const Snapshot& current) {
   // downloads, tunnels) carry on. Only a request whose pool was removed is ended.
   if (up_->id < current.by_id.size() && current.by_id[up_->id] != nullptr) return;
   const Ref<Session> keep(this);
+  cut(OutcomeSource::floodgate);
+}
+
+void Session::cut(OutcomeSource by) {
+  if (phase_ != Phase::idle && phase_ != Phase::closing) outcome_.cut_short(by);
   close();
 }
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "backend_conn.h"
+#include "floodgate/core/outcome.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
@@ -78,6 +79,16 @@ class Session final : public RefCounted<Session> {
   void finish_request(bool close_client);
   void log_request();
   void close();
+  // Ends a request in progress before its response is complete, by `by` (the outcome says
+  // so), then closes.
+  void cut(OutcomeSource by);
+  // Records how the request ends, keeping whether response bytes (a forwarded 1xx) already
+  // reached the client.
+  void decide(const Outcome& o) {
+    const bool saw = outcome_.client_saw_bytes;
+    outcome_ = o;
+    outcome_.client_saw_bytes = saw;
+  }
   void linger_close();
   void on_client_timeout();
   void arm_client_timer(std::chrono::milliseconds d);
@@ -206,16 +217,14 @@ class Session final : public RefCounted<Session> {
   InFlight in_flight_;    // this request's count in its backend's process-wide load
   int32_t backend_ = -1;  // index in the upstream, -1 before selection
   http::ResponsePlan plan_;
-  Reason reason_ = Reason::none;
-  int status_ = 0;
+  Outcome outcome_;             // how the request ended, set where it is decided (core/outcome.h)
   bool connecting_ = false;     // a new backend connection is being established
   bool response_head_ = false;  // the final response head has been parsed
   bool backend_eof_ = false;    // the backend closed its side
   bool last_chunk_written_ = false;
-  bool stale_retried_ = false;     // a stale pooled connection was already replaced once
-  bool request_sent_ = false;      // the whole request reached the backend
-  bool request_parsed_ = false;    // the parser saw the end of the request message
-  bool response_started_ = false;  // bytes of the response went to the client
+  bool stale_retried_ = false;   // a stale pooled connection was already replaced once
+  bool request_sent_ = false;    // the whole request reached the backend
+  bool request_parsed_ = false;  // the parser saw the end of the request message
   bool response_done_ = false;
   bool head_request_ = false;
   uint64_t body_bytes_ = 0;

@@ -16,7 +16,7 @@ using boost::system::error_code;
 
 void Session::start_tunnel() {
   http::Parser& rp = conn_->parser;
-  status_ = 101;
+  decide(Outcome::relayed(101, std::chrono::steady_clock::now() - started_));
   phase_ = Phase::tunnel;
   backend_timer_.cancel();
   if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
@@ -31,7 +31,7 @@ void Session::start_tunnel() {
   std::memmove(bin_data(), bin_data() + rp.head_end(), extra);
   bin_len_ = extra;
   tunnel_open_ = 2;
-  response_started_ = true;
+  outcome_.client_saw_bytes = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_writing_ = true;
   client_.write(cout_, cout_len_, [](Session& s, const error_code& ec, std::size_t n) {
