@@ -132,8 +132,10 @@ def _addr(b):
 class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
-    def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None):
+    def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None,
+                 env=None):
         self.upstreams = upstreams
+        self.env = dict(env or {})  # variables added to floodgate's environment
         self.admin_overrides = dict(admin or {})  # [admin] keys besides listen (e.g. token)
         self.routes = routes if routes is not None else [route(upstreams[0]["name"])]
         self.server_overrides = dict(server or {})
@@ -173,7 +175,8 @@ class Floodgate:
             self.stderr_file = open(self.stderr_path, "wb")
             self.stdout_file = open(self.stdout_path, "wb")
             self.proc = subprocess.Popen([binary, "-c", self.config_path], stdin=subprocess.DEVNULL,
-                                         stdout=self.stdout_file, stderr=self.stderr_file)
+                                         stdout=self.stdout_file, stderr=self.stderr_file,
+                                         env={**os.environ, **self.env})
             try:
                 self._wait_ready()
                 return self
