@@ -57,9 +57,11 @@ void Session::watch_client_while_queued() {
   if (client_.reading() || closed_) return;
   const std::size_t room = reactor_.request_data() - in_len_;
   if (room == 0) return;
-  client_.read_some(in_data() + in_len_, room, [](Session& s, const error_code& ec, std::size_t n) {
-    s.on_client_read(ec, n, false);
-  });
+  client_.read_some(in_data() + in_len_, room,
+                    [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                      Session& s = Session::from(o);
+                      s.on_client_read(ec, n, false);
+                    });
 }
 
 void Session::leave_queue(Reason reason, CancelReason cancel) {
@@ -109,7 +111,7 @@ void Session::on_admission_complete(void* context, AdmitStatus status) noexcept 
 }
 
 // The session's reactor, from the poller's inbox.
-void Session::on_admission_handoff(RemoteTask& task) {
+void Session::on_admission_handoff(net::RemoteTask& task) {
   auto& handoff = static_cast<AdmissionHandoff&>(task);
   Session& s = handoff.session;
   const Ref<Session> keep = std::move(s.parked_);

@@ -27,6 +27,10 @@ void BackendConn::close() {
   idle_timer.cancel();
 }
 
+net::StreamOwner* BackendConn::stream_owner() {
+  return owner.get();
+}
+
 void BackendConn::on_ready() {
   Stream::on_ready();
   // An idle connection that became readable was closed by the backend (or got bytes nobody

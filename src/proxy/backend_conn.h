@@ -14,15 +14,15 @@
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/net/stream.h"
 #include "floodgate/proxy/snapshot.h"
-#include "stream.h"
 
 namespace floodgate::proxy {
 
 class Reactor;
 class Session;
 
-class BackendConn final : public RefCounted<BackendConn>, public Stream {
+class BackendConn final : public RefCounted<BackendConn>, public net::Stream {
  public:
   BackendConn(Reactor& reactor, uint32_t upstream, std::shared_ptr<Backend> backend);
   ~BackendConn();
@@ -54,7 +54,7 @@ class BackendConn final : public RefCounted<BackendConn>, public Stream {
   TimerWheel::Entry idle_timer;
 
  private:
-  Session* session() override { return owner.get(); }
+  net::StreamOwner* stream_owner() override;
 };
 
 }  // namespace floodgate::proxy

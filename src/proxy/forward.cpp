@@ -67,7 +67,10 @@ void Session::connect_backend(uint32_t backend) {
   connecting_ = true;
   arm_backend_timer(up.params.connect_timeout);
   conn_->connect(up.backends[backend]->endpoint,
-                 [](Session& s, const error_code& ec, std::size_t) { s.on_connected(ec); });
+                 [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+                   Session& s = Session::from(o);
+                   s.on_connected(ec);
+                 });
 }
 
 void Session::on_connected(const error_code& ec) {
@@ -103,7 +106,8 @@ void Session::send_request_head() {
     // Invite the body now that the request is routed and has a backend.
     client_writing_ = true;
     client_.write(http::kContinue.data(), http::kContinue.size(),
-                  [](Session& s, const error_code& ec, std::size_t n) {
+                  [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                    Session& s = Session::from(o);
                     s.client_writing_ = false;
                     s.bytes_out_ += n;
                     if (s.closed_) return;
@@ -169,7 +173,8 @@ void Session::pump_request_body() {
 
 void Session::do_backend_write() {
   backend_writing_ = true;
-  conn_->write(bout_, bout_len_, [](Session& s, const error_code& ec, std::size_t) {
+  conn_->write(bout_, bout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+    Session& s = Session::from(o);
     s.backend_writing_ = false;
     s.on_backend_written(ec);
   });
@@ -187,9 +192,11 @@ void Session::on_backend_written(const error_code& ec) {
 
 void Session::do_backend_read() {
   if (conn_->reading()) return;
-  conn_->read_some(
-      bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_,
-      [](Session& s, const error_code& ec, std::size_t n) { s.on_backend_read(ec, n); });
+  conn_->read_some(bin_data() + bin_len_, BufferLayout::kResponseData - bin_len_,
+                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                     Session& s = Session::from(o);
+                     s.on_backend_read(ec, n);
+                   });
 }
 
 void Session::on_backend_read(const error_code& ec, std::size_t n) {
@@ -328,7 +335,8 @@ void Session::do_client_write() {
   client_writing_ = true;
   outcome_.client_saw_bytes = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
-  client_.write(cout_, cout_len_, [](Session& s, const error_code& ec, std::size_t n) {
+  client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+    Session& s = Session::from(o);
     s.client_writing_ = false;
     s.on_client_written(ec, n);
   });

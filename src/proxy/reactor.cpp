@@ -15,7 +15,7 @@
 #include "backend_conn.h"
 #include "floodgate/core/heap_count.h"
 #include "floodgate/core/log_throttle.h"
-#include "poller.h"
+#include "floodgate/net/poller.h"
 #include "session.h"
 
 namespace floodgate::proxy {
@@ -117,7 +117,7 @@ void Reactor::retire(uint64_t generation) {
 
 // A listening socket in the poller. Edge-triggered, so a wakeup accepts until the queue is
 // empty, in bounded batches so that one listener cannot starve the other work.
-class Reactor::Listener final : public PollTarget {
+class Reactor::Listener final : public net::PollTarget {
  public:
   Listener(Reactor& reactor, int fd, std::string key)
       : reactor_(reactor),
@@ -215,7 +215,7 @@ class Reactor::Listener final : public PollTarget {
 };
 
 // The tick: a periodic timerfd in the poller that advances the timer wheel.
-class Reactor::Ticker final : public PollTarget {
+class Reactor::Ticker final : public net::PollTarget {
  public:
   explicit Ticker(Reactor& reactor) : reactor_(reactor) {
     fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

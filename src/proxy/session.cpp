@@ -85,7 +85,8 @@ void Session::do_client_read() {
   const std::size_t cap = reactor_.request_data();
   char* const data = read_into_landing_ ? landing_ : in_data() + in_len_;
   client_.read_some(data, read_into_landing_ ? sizeof(landing_) : cap - in_len_,
-                    [](Session& s, const error_code& ec, std::size_t n) {
+                    [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                      Session& s = Session::from(o);
                       s.on_client_read(ec, n, s.read_into_landing_);
                     });
 }
@@ -238,11 +239,13 @@ void Session::write_generated(std::string_view bytes, bool close) {
   phase_ = Phase::generated;
   client_writing_ = true;
   generated_close_ = close;
-  client_.write(bytes.data(), bytes.size(), [](Session& s, const error_code& ec, std::size_t n) {
-    s.client_writing_ = false;
-    s.bytes_out_ += n;
-    s.on_generated_written(ec, s.generated_close_);
-  });
+  client_.write(bytes.data(), bytes.size(),
+                [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                  Session& s = Session::from(o);
+                  s.client_writing_ = false;
+                  s.bytes_out_ += n;
+                  s.on_generated_written(ec, s.generated_close_);
+                });
 }
 
 void Session::on_generated_written(const error_code& ec, bool close) {

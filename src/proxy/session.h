@@ -28,17 +28,17 @@
 #include "floodgate/http/parser.h"
 #include "floodgate/http/rewrite.h"
 #include "floodgate/http/writer.h"
+#include "floodgate/net/stream.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/admission.h"
 #include "floodgate/upstream/backend_load.h"
-#include "stream.h"
 
 namespace floodgate::proxy {
 
 class Reactor;
 
-class Session final : public RefCounted<Session> {
+class Session final : public RefCounted<Session>, public net::StreamOwner {
  public:
   // Takes the accepted socket `fd`; `peer` is the client's address.
   Session(Reactor& reactor, int fd, const sockaddr* peer);
@@ -52,6 +52,11 @@ class Session final : public RefCounted<Session> {
   // Generation `retired` is being forced out (server.retirement_grace passed) and `current`
   // serves: a request still on `retired` whose pool `current` no longer has is ended.
   void on_generation_retired(uint64_t retired, const Snapshot& current);
+
+  // net::StreamOwner: the client stream's and the backend connection's completions.
+  void hold() noexcept override { add_ref(); }
+  void release() noexcept override { release_ref(); }
+  static Session& from(net::StreamOwner& owner) { return static_cast<Session&>(owner); }
 
   // Reactor's intrusive session list.
   Session* list_prev = nullptr;
@@ -101,7 +106,7 @@ class Session final : public RefCounted<Session> {
   void watch_client_while_queued();
   void count_queue_wait();  // the request leaves the queue now
   static void on_admission_complete(void* context, AdmitStatus status) noexcept;
-  static void on_admission_handoff(RemoteTask& task);
+  static void on_admission_handoff(net::RemoteTask& task);
 
   // -- backend side (forward.cpp)
   void select_backend();
@@ -141,7 +146,7 @@ class Session final : public RefCounted<Session> {
   void release_buffers();
 
   // The client socket; its completions come to this session.
-  class ClientStream final : public Stream {
+  class ClientStream final : public net::Stream {
    public:
     ClientStream(Poller& poller, Session& session) : Stream(poller), session_(session) {}
     ~ClientStream() = default;
@@ -149,13 +154,13 @@ class Session final : public RefCounted<Session> {
     void release() override { session_.release_ref(); }
 
    private:
-    Session* session() override { return &session_; }
+    net::StreamOwner* stream_owner() override { return &session_; }
     Session& session_;
   };
 
   // An admission grant (or rejection) on its way from the thread that decided it to this
   // session's reactor, through the poller's inbox: no allocation, no lock.
-  struct AdmissionHandoff final : RemoteTask {
+  struct AdmissionHandoff final : net::RemoteTask {
     AdmissionHandoff(Session& s, Poller& p)
         : RemoteTask(&Session::on_admission_handoff), session(s), poller(p) {}
     Session& session;

@@ -34,7 +34,8 @@ void Session::start_tunnel() {
   outcome_.client_saw_bytes = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_writing_ = true;
-  client_.write(cout_, cout_len_, [](Session& s, const error_code& ec, std::size_t n) {
+  client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+    Session& s = Session::from(o);
     s.client_writing_ = false;
     s.bytes_out_ += n;
     if (s.closed_) return;
@@ -49,7 +50,8 @@ void Session::tunnel_client_to_backend() {
   if (closed_) return;
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
     conn_->write(in_data() + in_pos_, in_len_ - in_pos_,
-                 [](Session& s, const error_code& ec, std::size_t) {
+                 [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+                   Session& s = Session::from(o);
                    if (s.closed_) return;
                    if (ec) return s.close();
                    s.in_pos_ = s.in_len_ = 0;
@@ -59,7 +61,8 @@ void Session::tunnel_client_to_backend() {
     return;
   }
   const std::size_t cap = reactor_.request_data();
-  client_.read_some(in_data(), cap, [](Session& s, const error_code& ec, std::size_t n) {
+  client_.read_some(in_data(), cap, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+    Session& s = Session::from(o);
     if (s.closed_) return;
     if (ec == asio::error::eof) {
       s.conn_->shutdown_send();
@@ -77,19 +80,22 @@ void Session::tunnel_backend_to_client() {
   if (closed_) return;
   if (bin_len_ > 0) {
     client_writing_ = true;
-    client_.write(bin_data(), bin_len_, [](Session& s, const error_code& ec, std::size_t n) {
-      s.client_writing_ = false;
-      s.bytes_out_ += n;
-      if (s.closed_) return;
-      if (ec) return s.close();
-      s.bin_len_ = 0;
-      s.arm_client_timer(s.reactor_.snapshot().server.idle_timeout);
-      s.tunnel_backend_to_client();
-    });
+    client_.write(bin_data(), bin_len_,
+                  [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                    Session& s = Session::from(o);
+                    s.client_writing_ = false;
+                    s.bytes_out_ += n;
+                    if (s.closed_) return;
+                    if (ec) return s.close();
+                    s.bin_len_ = 0;
+                    s.arm_client_timer(s.reactor_.snapshot().server.idle_timeout);
+                    s.tunnel_backend_to_client();
+                  });
     return;
   }
   conn_->read_some(bin_data(), BufferLayout::kResponseData,
-                   [](Session& s, const error_code& ec, std::size_t n) {
+                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                     Session& s = Session::from(o);
                      if (s.closed_) return;
                      if (ec == asio::error::eof) {
                        s.client_.shutdown_send();

@@ -86,6 +86,12 @@ struct Outcome {
       case Reason::no_eligible_backend:
       case Reason::no_healthy_backend:
       case Reason::buffers_exhausted:
+      case Reason::inflight_cap:
+      case Reason::memory_pressure:
+      case Reason::method_not_allowed:
+      case Reason::denied_path:
+      case Reason::authority_mismatch:
+      case Reason::connect_denied:
       case Reason::count_:
         o.source = OutcomeSource::floodgate;
         o.kind = OutcomeKind::rejection;

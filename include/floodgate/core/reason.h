@@ -28,6 +28,12 @@ enum class Reason : unsigned char {
   no_eligible_backend,
   no_healthy_backend,
   buffers_exhausted,
+  inflight_cap,        // [resilience.inflight]
+  memory_pressure,     // [resilience.memory_guard]
+  method_not_allowed,  // [resilience.protocol]
+  denied_path,
+  authority_mismatch,
+  connect_denied,
   count_  // number of reasons; keep last
 };
 
@@ -66,6 +72,18 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "active health checks marked every backend of the upstream down"},
     {"buffers_exhausted", 503, "Service Unavailable",
      "the proxy's buffer memory is at server.max_buffers_per_reactor"},
+    {"inflight_cap", 429, "Too Many Requests",
+     "the proxy is at resilience.inflight.max_inflight requests in flight"},
+    {"memory_pressure", 503, "Service Unavailable",
+     "the host's available memory is below resilience.memory_guard.min_available"},
+    {"method_not_allowed", 405, "Method Not Allowed",
+     "the method is not in resilience.protocol.allowed_methods"},
+    {"denied_path", 403, "Forbidden", "the path is in resilience.protocol.denied_path_prefixes"},
+    {"authority_mismatch", 400, "Bad Request",
+     "the absolute-form authority differs from the Host header"},
+    // 403 for a CONNECT to an authority outside the allowlists; 405 (with Allow) when
+    // resilience.protocol.allow_connect is false.
+    {"connect_denied", 403, "Forbidden", "CONNECT to this authority is not allowed"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

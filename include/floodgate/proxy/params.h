@@ -8,15 +8,11 @@
 #include <vector>
 
 #include "floodgate/core/endpoint.h"
+#include "floodgate/net/io_mode.h"
 
 namespace floodgate {
 
 using Millis = std::chrono::milliseconds;
-
-// The kernel interface the reactors' event loops use (server.io).
-enum class IoMode { automatic, io_uring, epoll };
-// What a reactor actually runs on.
-enum class IoEngine { epoll, io_uring };
 
 struct ServerParams {
   std::vector<Endpoint> listen{Endpoint{"127.0.0.1", 8080, "127.0.0.1:8080"}};

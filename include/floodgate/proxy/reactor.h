@@ -28,11 +28,16 @@
 #include "floodgate/proxy/access_log.h"
 #include "floodgate/proxy/snapshot.h"
 
+namespace floodgate::net {
+class Poller;
+}  // namespace floodgate::net
+
 namespace floodgate::proxy {
+
+using net::Poller;
 
 class Session;
 class BackendConn;
-class Poller;
 
 // A generation as one reactor holds it. A request pins the one it started on (a Ref; the
 // count is not atomic, the reactor's thread alone touches it) and the reactor drops its own

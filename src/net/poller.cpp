@@ -1,4 +1,4 @@
-#include "poller.h"
+#include "floodgate/net/poller.h"
 
 #include <liburing.h>
 #include <poll.h>
@@ -14,7 +14,7 @@
 #include <system_error>
 #include <utility>
 
-namespace floodgate::proxy {
+namespace floodgate::net {
 
 namespace {
 // Events handled per turn; more stay ready and are reported by the next wait.
@@ -468,4 +468,4 @@ void Poller::run_ready() {
   }
 }
 
-}  // namespace floodgate::proxy
+}  // namespace floodgate::net

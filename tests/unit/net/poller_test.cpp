@@ -1,7 +1,7 @@
-// The reactor's event loop (src/proxy/poller.h): work handed in from other threads always
-// runs, however busy the ready list is. Run on both kernel interfaces (where the kernel
-// refuses io_uring, its cases are skipped).
-#include "poller.h"
+// The reactor's event loop (include/floodgate/net/poller.h): work handed in from other
+// threads always runs, however busy the ready list is. Run on both kernel interfaces (where
+// the kernel refuses io_uring, its cases are skipped).
+#include "floodgate/net/poller.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 
 #include "floodgate/core/clock.h"
 
-namespace floodgate::proxy {
+namespace floodgate::net {
 namespace {
 
 // Work for the loop that records when it ran and what it saw.
@@ -138,4 +138,4 @@ INSTANTIATE_TEST_SUITE_P(BothInterfaces, PollerTest,
                          });
 
 }  // namespace
-}  // namespace floodgate::proxy
+}  // namespace floodgate::net

@@ -1,4 +1,4 @@
-#include "stream.h"
+#include "floodgate/net/stream.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,9 +12,7 @@
 #include <cstring>
 #include <utility>
 
-#include "session.h"
-
-namespace floodgate::proxy {
+namespace floodgate::net {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
@@ -290,10 +288,16 @@ void Stream::perform_read() {
 
 void Stream::complete(Done done, const error_code& ec, std::size_t n) {
   if (done == nullptr) return;
-  Session* s = session();
-  if (s == nullptr) return;
-  const Ref<Session> keep(s);  // the completion may release the stream's owner
-  done(*s, ec, n);
+  StreamOwner* owner = stream_owner();
+  if (owner == nullptr) return;
+  struct Keep {  // the completion may drop the last other reference to its owner
+    StreamOwner& owner;
+    explicit Keep(StreamOwner& o) : owner(o) { owner.hold(); }
+    Keep(const Keep&) = delete;
+    Keep& operator=(const Keep&) = delete;
+    ~Keep() { owner.release(); }
+  } keep(*owner);
+  done(*owner, ec, n);
 }
 
-}  // namespace floodgate::proxy
+}  // namespace floodgate::net

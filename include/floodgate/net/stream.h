@@ -1,5 +1,5 @@
-// A non-blocking TCP socket driven by the reactor's Poller: the client side of a Session and
-// every backend connection.
+// A non-blocking TCP socket driven by a reactor's Poller: the client side of a connection,
+// every backend connection, and later the Redis link and the transport under TLS.
 //
 // The stream remembers what the kernel last reported (`readable_`, `writable_`) and performs
 // an operation only when it can make progress, so a read started before the peer has sent
@@ -7,8 +7,8 @@
 // write (or the connect) are pending at a time. An operation never completes inside the call
 // that started it: a stream with work it can do now is queued on the poller's ready list,
 // which runs before the reactor waits again. Completion calls a plain function with the
-// Session the stream works for; closing or detaching drops what is pending, since nobody
-// waits for it any more.
+// StreamOwner the stream works for (kept alive for the call); closing or detaching drops what
+// is pending, since nobody waits for it any more.
 //
 // Thread-safety: reactor thread only.
 #pragma once
@@ -18,16 +18,25 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "poller.h"
+#include "floodgate/net/poller.h"
 
-namespace floodgate::proxy {
+namespace floodgate::net {
 
-class Session;
+// Whom a stream's completions go to. hold() and release() keep the owner alive while a
+// completion runs (the completion may drop the last other reference to it).
+class StreamOwner {
+ public:
+  virtual void hold() noexcept = 0;
+  virtual void release() noexcept = 0;
+
+ protected:
+  ~StreamOwner() = default;
+};
 
 class Stream : public PollTarget {
  public:
-  // Completion of an operation: the session, the result, and the bytes transferred.
-  using Done = void (*)(Session& session, const boost::system::error_code& ec, std::size_t n);
+  // Completion of an operation: the owner, the result, and the bytes transferred.
+  using Done = void (*)(StreamOwner& owner, const boost::system::error_code& ec, std::size_t n);
 
   explicit Stream(Poller& poller) : poller_(poller) {}
   Stream(const Stream&) = delete;
@@ -65,8 +74,8 @@ class Stream : public PollTarget {
 
  protected:
   ~Stream();
-  // The session completions go to (nullptr: none, e.g. a pooled backend connection).
-  virtual Session* session() = 0;
+  // Where completions go (nullptr: nowhere, e.g. a pooled backend connection).
+  virtual StreamOwner* stream_owner() = 0;
   bool readable() const { return readable_; }
 
  private:
@@ -110,4 +119,4 @@ class Stream : public PollTarget {
   bool carry_ = false;
 };
 
-}  // namespace floodgate::proxy
+}  // namespace floodgate::net

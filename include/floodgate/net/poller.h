@@ -51,12 +51,12 @@
 #include <vector>
 
 #include "floodgate/core/clock.h"
-#include "floodgate/proxy/params.h"
+#include "floodgate/net/io_mode.h"
 
 struct io_uring;
 struct io_uring_sqe;
 
-namespace floodgate::proxy {
+namespace floodgate::net {
 
 // Something registered with the poller. hold()/release() keep it alive while a batch of
 // events that names it is being handled (a handler may close and release another target) and
@@ -240,4 +240,4 @@ class Poller {
   Clock::time_point now_ = clock_.now();
 };
 
-}  // namespace floodgate::proxy
+}  // namespace floodgate::net
