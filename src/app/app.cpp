@@ -22,7 +22,9 @@
 #include "floodgate/health/checker.h"
 #include "floodgate/metrics/prometheus.h"
 #include "floodgate/proxy/access_log.h"
+#include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/reactor.h"
+#include "floodgate/resilience/memory_guard.h"
 #include "generations.h"
 #include "notify.h"
 #include "pool_metrics.h"
@@ -185,6 +187,13 @@ boost::json::object diff(const config::Config& active, const config::Config& nex
                                   [&](const auto& r) { return route_key(r) == route_key(o); });
     if (!kept) routes_removed.push_back(route_json(o));
   }
+  // [resilience]: every key is reloadable; a sub-table is listed when any of its keys differ.
+  json::array resilience_changed;
+  const resilience::Params& was = active.resilience;
+  const resilience::Params& will = next.resilience;
+  if (was.inflight != will.inflight) resilience_changed.emplace_back("inflight");
+  if (was.memory_guard != will.memory_guard) resilience_changed.emplace_back("memory_guard");
+  if (was.protocol != will.protocol) resilience_changed.emplace_back("protocol");
   return json::object{
       {"pools",
        json::object{
@@ -196,6 +205,7 @@ boost::json::object diff(const config::Config& active, const config::Config& nex
        json::object{
            {"added", routes_added}, {"removed", routes_removed}, {"changed", routes_changed}}},
       {"policies", json::object{{"changed", policies_changed}}},
+      {"resilience", json::object{{"changed", resilience_changed}}},
   };
 }
 
@@ -245,7 +255,17 @@ boost::json::object status_json(const proxy::Snapshot& snap) {
                                  {"limit", a.limit()},
                                  {"peers", std::move(peers)}});
   }
-  return json::object{{"generation", snap.generation}, {"pools", std::move(pools)}};
+  json::object out{{"generation", snap.generation}};
+  if (snap.front_state) {
+    const proxy::FrontState& front = *snap.front_state;
+    out["inflight"] =
+        json::object{{"limit", snap.max_inflight}, {"in_flight", front.inflight.in_flight()}};
+    out["memory_guard"] = json::object{{"available_mib", front.memory.available_mib()},
+                                       {"floor_mib", front.memory.floor_mib()},
+                                       {"under_pressure", front.memory.under_pressure()}};
+  }
+  out["pools"] = std::move(pools);
+  return out;
 }
 
 // Owns the running process: reactors, admin listener, signals, configuration generations and
@@ -310,6 +330,14 @@ class Process {
     health_.update(gens_.active().snapshot->generation, health_targets(*gens_.active().snapshot));
     spdlog::info("started {} worker(s); admin on {}; generation 1 ({})", workers,
                  start_.admin.listen.text, gens_.active().snapshot->sha256);
+    log_front(*gens_.active().snapshot, gens_.active().config);
+    sampler_.refresh();
+    if (const auto& m = sampler_.last(); m && !resilience::has_swap(*m)) {
+      spdlog::warn(
+          "this host has no swap: the memory guard (resilience.memory_guard) sees only "
+          "MemAvailable, so a burst of writes can reach the OOM killer before the guard refuses "
+          "them; consider adding swap");
+    }
     return 0;
   }
 
@@ -320,6 +348,7 @@ class Process {
     signals_.add(SIGUSR1);
     wait_signal();
     poll_trimmed();
+    poll_memory();
     // Every listener is up (start()) and signals are caught from here on, so a stop is a
     // drain: tell systemd.
     notifier_.ready(gens_.active().snapshot->generation);
@@ -352,6 +381,7 @@ class Process {
                 std::function<void()> served = {}) {
     Outcome out;
     out.validation = config::load_string(source, origin);
+    config::refuse_unbuilt(out.validation, origin);
     if (!out.validation.ok()) return out;
     restart_only_changes(*out.validation.config, origin, out.validation);
     if (!out.validation.ok() || !activate) return out;
@@ -471,6 +501,9 @@ class Process {
                           std::function<void()> served) {
     spdlog::set_level(to_spdlog(snap->log.level));
     health_.update(snap->generation, health_targets(*snap));
+    // The active generation is `snap` (publish and rollback activate before installing).
+    log_front(*snap, gens_.active().config);
+    sampler_.set_params(gens_.active().config.resilience.memory_guard);
     const uint64_t seq = ++publish_seq_;
     auto left = std::make_shared<std::size_t>(reactors_.size());
     auto on_main = [this, snap, seq, left, served = std::move(served)] {
@@ -693,6 +726,30 @@ class Process {
   // freed memory in each thread's arena, so when some were given back since the last look, the
   // main thread asks it to return free pages to the kernel. Off the reactors: malloc_trim()
   // walks every arena under its lock and makes system calls.
+  // The memory guard's sample, refreshed here on the main thread so that no reactor ever reads
+  // a file: the sampler reads /proc/meminfo at most once a second (a procfs read never waits
+  // for a disk), and the reactors see the result in one atomic load.
+  void poll_memory() {
+    memory_timer_.expires_after(std::chrono::milliseconds(250));
+    memory_timer_.async_wait([this](const error_code& ec) {
+      if (ec) return;
+      sampler_.refresh();
+      poll_memory();
+    });
+  }
+
+  // The in-flight cap and the memory floor this generation resolved, at start and on reload.
+  static void log_front(const proxy::Snapshot& snap, const config::Config& cfg) {
+    const resilience::InflightParams& in = cfg.resilience.inflight;
+    if (snap.max_inflight == 0) {
+      spdlog::info("in-flight cap: off (resilience.inflight.max_inflight = 0)");
+    } else {
+      spdlog::info("in-flight cap: {} requests (resilience.inflight.max_inflight = {}{})",
+                   snap.max_inflight, in.automatic ? "auto" : std::to_string(in.max_inflight),
+                   in.mode == resilience::Mode::shadow ? ", shadow mode" : "");
+    }
+  }
+
   void poll_trimmed() {
     trim_timer_.expires_after(std::chrono::seconds(10));
     trim_timer_.async_wait([this](const error_code& ec) {
@@ -722,10 +779,42 @@ class Process {
       drain_timer_.cancel();
       retire_timer_.cancel();
       trim_timer_.cancel();
+      memory_timer_.cancel();
       signals_.cancel();
       if (admin_) admin_->close();
       io_.stop();
     });
+  }
+
+  void render_front_metrics(PrometheusWriter& w) {
+    const proxy::FrontState& front = gens_.front();
+    w.header("floodgate_inflight_requests",
+             "Requests holding a slot of the front in-flight cap (resilience.inflight).",
+             MetricType::gauge);
+    w.sample("floodgate_inflight_requests", {}, static_cast<double>(front.inflight.in_flight()));
+    w.header("floodgate_inflight_limit",
+             "The front in-flight cap as resolved (0 = no cap; resilience.inflight.max_inflight).",
+             MetricType::gauge);
+    w.sample("floodgate_inflight_limit", {}, static_cast<uint64_t>(serving_->max_inflight));
+    w.header("floodgate_memory_guard_available_bytes",
+             "MemAvailable + SwapFree at the memory guard's last sample (resilience.memory_guard).",
+             MetricType::gauge);
+    w.sample("floodgate_memory_guard_available_bytes", {},
+             static_cast<double>(front.memory.available_mib()) * 1024 * 1024);
+    w.header("floodgate_memory_guard_floor_bytes",
+             "Below this, writes are refused with 503 memory_pressure (0 = guard off).",
+             MetricType::gauge);
+    w.sample("floodgate_memory_guard_floor_bytes", {},
+             static_cast<double>(front.memory.floor_mib()) * 1024 * 1024);
+    w.header("floodgate_memory_guard_samples_total",
+             "Reads of the memory guard's meminfo file (at most one a second).",
+             MetricType::counter);
+    w.sample("floodgate_memory_guard_samples_total", {}, front.memory.samples());
+    w.header("floodgate_memory_guard_read_failures_total",
+             "Reads of the meminfo file that failed or could not be parsed (the last sample "
+             "stands).",
+             MetricType::counter);
+    w.sample("floodgate_memory_guard_read_failures_total", {}, front.memory.read_failures());
   }
 
   void render_metrics(std::string& out) {
@@ -745,6 +834,7 @@ class Process {
       w.sample("floodgate_admin_connections_refused_total", {}, admin_->refused_connections());
     }
     render_pool_metrics(w, *serving_, shards);
+    render_front_metrics(w);
     w.header("floodgate_access_log_dropped_total",
              "Access log lines dropped because the log queue was full.", MetricType::counter);
     w.sample("floodgate_access_log_dropped_total", {}, access_log_.dropped());
@@ -794,6 +884,9 @@ class Process {
   asio::steady_timer poll_timer_{io_};
   asio::steady_timer retire_timer_{io_};
   asio::steady_timer trim_timer_{io_};
+  asio::steady_timer memory_timer_{io_};
+  resilience::MeminfoSampler sampler_{gens_.active().config.resilience.memory_guard,
+                                      gens_.front().memory, Clock::steady()};
   uint64_t trimmed_seen_ = 0;  // buffer bytes the reactors had given back at the last malloc_trim
   std::optional<AdminServer> admin_;
   std::vector<std::unique_ptr<proxy::Reactor>> reactors_;
@@ -815,7 +908,8 @@ int run(const std::string& config_path) {
   if (std::string why; !config::read_file(config_path, source, why)) {
     return fail(config_path + ": cannot read: " + why);
   }
-  const config::LoadResult loaded = config::load_string(source, config_path);
+  config::LoadResult loaded = config::load_string(source, config_path);
+  config::refuse_unbuilt(loaded, config_path);
   for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", config::format(d).c_str());
   if (!loaded.ok()) return fail(config_path + ": configuration is invalid; nothing was started");
   const config::Config& cfg = *loaded.config;

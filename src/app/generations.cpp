@@ -107,6 +107,12 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     route_upstreams.push_back(ids_.at(r.upstream));  // validated: the name exists
   }
   snap->routes = RouteTable::build(cfg.routes, route_upstreams);
+  std::vector<uint32_t> capacities;
+  for (const UpstreamParams& p : cfg.upstreams) capacities.push_back(resilience::pool_capacity(p));
+  snap->max_inflight =
+      resilience::resolve_max_inflight(cfg.resilience.inflight, reactors_, capacities);
+  snap->front_state = front_;
+  snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);
   // Forget backends no generation holds any more.
   for (auto it = backends_.begin(); it != backends_.end();) {
     it = it->second.expired() ? backends_.erase(it) : std::next(it);
@@ -134,6 +140,7 @@ bool Generations::rollback() {
 void Generations::apply_limits() {
   for (const auto& up : active_.snapshot->upstreams)
     up->pool->admission.set_limits(up->policy.limits);
+  front_->inflight.set_limit(active_.snapshot->max_inflight);
 }
 
 proxy::Policy policy_of(const ResilienceParams& r) {

@@ -54,6 +54,8 @@ class Generations {
   bool rollback();
 
   const Entry& active() const { return active_; }
+  // The front stages' process-wide state (the main thread refreshes its memory sample).
+  proxy::FrontState& front() { return *front_; }
   const Entry* previous() const { return previous_.snapshot ? &previous_ : nullptr; }
   // Pool names by id, for metrics (grows; ids never change).
   const std::vector<std::string>& pool_names() const { return names_; }
@@ -73,6 +75,8 @@ class Generations {
   // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
   // removed and added back finds its counters (and any request still on it) where it left them.
   std::unordered_map<std::string, std::shared_ptr<proxy::Pool>> pools_;
+  // The front stages' process-wide state: the in-flight cap's count, the memory sample.
+  std::shared_ptr<proxy::FrontState> front_ = std::make_shared<proxy::FrontState>();
   Entry active_;
   Entry previous_;
 };

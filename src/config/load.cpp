@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <toml++/toml.h>
@@ -27,12 +28,21 @@ std::string lower_first(std::string_view s) {
 
 }  // namespace
 
-LoadResult load_string(std::string_view toml_text, std::string_view source_name) {
+std::optional<std::string> process_environment(std::string_view name) {
+  // Main thread only (as every load), and floodgate never calls setenv: getenv cannot race.
+  if (const char* value = std::getenv(std::string(name).c_str())) {
+    return std::string(value);
+  }
+  return std::nullopt;
+}
+
+LoadResult load_string(std::string_view toml_text, std::string_view source_name,
+                       const Environment& env) {
   detail::Collector out{std::string(source_name)};
   LoadResult result;
   try {
     const toml::table root = toml::parse(toml_text, source_name);
-    Config config = detail::map_document(root, out);
+    Config config = detail::map_document(root, env, out);
     if (!out.has_errors()) {
       result.config = std::move(config);
     }
@@ -70,7 +80,7 @@ bool read_file(const std::string& path, std::string& text, std::string& why) {
   return why.empty();
 }
 
-LoadResult load_file(const std::string& path) {
+LoadResult load_file(const std::string& path, const Environment& env) {
   std::string text;
   std::string why;
   if (!read_file(path, text, why)) {
@@ -78,7 +88,17 @@ LoadResult load_file(const std::string& path) {
     out.error({}, "", "cannot read configuration file \"" + path + "\": " + why);
     return LoadResult{std::nullopt, out.take()};
   }
-  return load_string(text, path);
+  return load_string(text, path, env);
+}
+
+void refuse_unbuilt(LoadResult& result, std::string_view file) {
+  if (!result.config || !result.config->resilience.protocol.allow_connect) return;
+  result.diagnostics.push_back(Diagnostic{
+      Diagnostic::Severity::error, std::string(file), 0, 0, "resilience.protocol.allow_connect",
+      "CONNECT tunnels are not available in this version of floodgate yet, so allow_connect = "
+      "true cannot be served; set allow_connect = false (every CONNECT is then answered 405 "
+      "connect_denied)"});
+  result.config.reset();
 }
 
 }  // namespace floodgate::config

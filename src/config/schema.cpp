@@ -7,6 +7,7 @@
 
 #include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
 #include "health_schema.h"
+#include "resilience_schema.h"
 #include "rules.h"
 #include "table_reader.h"
 #include "values.h"
@@ -66,7 +67,10 @@ constexpr std::string_view kResilience = "[upstreams.resilience]";
 constexpr std::string_view kHealth = "[upstreams.health]";
 constexpr std::string_view kServerEntry =
     R"(a server entry, e.g. servers = [{ address = "127.0.0.1:9000", weight = 2 }])";
-constexpr std::array<KeyHome, 40> kKeyHomes{{
+constexpr std::string_view kInflight = "[resilience.inflight]";
+constexpr std::string_view kMemoryGuard = "[resilience.memory_guard]";
+constexpr std::string_view kProtocol = "[resilience.protocol]";
+constexpr std::array<KeyHome, 62> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -93,7 +97,8 @@ constexpr std::array<KeyHome, 40> kKeyHomes{{
     {"max_active_per_backend", kResilience},
     {"max_pending_requests", kResilience},
     {"pending_timeout", kResilience},
-    {"retry_after", kResilience},
+    {"retry_after",
+     "[upstreams.resilience] (or [resilience.inflight] for the process-wide in-flight cap)"},
     {"health", "an [[upstreams]] entry, as [upstreams.health]"},
     // `path` and `timeout` also read as plausible slips for path_prefix and the pool's timeouts.
     {"path", "[upstreams.health] (a route matches requests by path_prefix)"},
@@ -110,6 +115,29 @@ constexpr std::array<KeyHome, 40> kKeyHomes{{
     {"host", "a [[routes]] entry (or [upstreams.health] for the probe's Host header)"},
     {"path_prefix", kRoute},
     {"allow_h2c_upgrade", kRoute},
+    {"inflight", "[resilience], as [resilience.inflight]"},
+    {"memory_guard", "[resilience], as [resilience.memory_guard]"},
+    {"protocol", "[resilience], as [resilience.protocol]"},
+    {"mode", "[resilience.inflight], [resilience.memory_guard] or [resilience.protocol]"},
+    {"max_inflight", kInflight},
+    {"exempt_preflight", kInflight},
+    {"exempt_methods", kInflight},
+    {"exempt_path_prefixes", kInflight},
+    {"exempt_path_suffixes", kInflight},
+    {"exempt_upgrades", kInflight},
+    {"min_available", kMemoryGuard},
+    {"meminfo", kMemoryGuard},
+    {"allowed_methods", kProtocol},
+    {"denied_path_prefixes", kProtocol},
+    {"enforce_authority_host_match", kProtocol},
+    {"allow_connect", kProtocol},
+    {"connect_allowed_ports", kProtocol},
+    {"connect_allowed_authorities", kProtocol},
+    {"allow_0rtt", kProtocol},
+    {"early_data_safe_methods", kProtocol},
+    // Seed 004's protocol.max_headers_* are the request limits floodgate already has.
+    {"max_headers_count", "[server], as max_headers"},
+    {"max_headers_bytes", "[server], as max_header_bytes"},
 }};
 
 std::string scope_hint(std::string_view key) {
@@ -371,26 +399,12 @@ void read_route_upstream(TableReader& r, RouteParams& p, const Names& names) {
   }
 }
 
-// A boolean key; false when it holds anything else (recorded).
-bool read_boolean(TableReader& r, std::string_view key, std::string_view example, bool& out) {
-  const toml::node* n = r.find(key);
-  if (n == nullptr) {
-    return true;
-  }
-  if (const auto* b = n->as_boolean()) {
-    out = b->get();
-    return true;
-  }
-  type_error(r.out(), r.position(key), r.path(key), "a boolean", *n, example);
-  return false;
-}
-
 void read_route(TableReader& r, RouteParams& p, const Names& names, DocumentMarks& marks,
                 size_t index) {
   bool ok = r.text("host", R"(host = "*")", parse_route_host, p.host);
   ok = r.text("path_prefix", R"(path_prefix = "/")", parse_path_prefix, p.path_prefix) && ok;
   read_route_upstream(r, p, names);
-  read_boolean(r, "allow_h2c_upgrade", "allow_h2c_upgrade = true", p.allow_h2c_upgrade);
+  r.boolean("allow_h2c_upgrade", "allow_h2c_upgrade = true", p.allow_h2c_upgrade);
   marks.routes.push_back({index, r.position(), ok});
   reject_pool_scoped(r, p);
   // Only a table is descended into; anything else named resilience stays an unknown key.
@@ -405,9 +419,10 @@ void read_route(TableReader& r, RouteParams& p, const Names& names, DocumentMark
 
 }  // namespace
 
-Config map_document(const toml::table& root, Collector& out) {
+Config map_document(const toml::table& root, const Environment& env, Collector& out) {
   Config c;
   DocumentMarks marks;
+  ResilienceMarks resilience_marks;
   Names names;
   TableReader r(out, root, "", "the root table", scope_hint);
   r.table("server", "[server]", [&](TableReader& t) { read_server(t, c.server, marks); });
@@ -423,8 +438,11 @@ Config map_document(const toml::table& root, Collector& out) {
       "routes", "[[routes]]",
       R"(at least one [[routes]] is required; add one with upstream = "app")",
       [&](TableReader& t, size_t i) { read_route(t, c.routes.emplace_back(), names, marks, i); });
+  r.table("resilience", "[resilience]",
+          [&](TableReader& t) { read_resilience_table(t, c.resilience, resilience_marks); });
   r.finish();
   check_document(c, marks, out);
+  apply_resilience_environment(env, resilience_marks, c.resilience, out);
   return c;
 }
 

@@ -10,8 +10,8 @@
 
 namespace floodgate::config::detail {
 
-// Maps a parsed document onto a Config, recording every problem in `out`. The result is only
-// meaningful when `out` holds no errors afterwards.
-Config map_document(const toml::table& root, Collector& out);
+// Maps a parsed document onto a Config, then applies the overrides `env` holds, recording
+// every problem in `out`. The result is only meaningful when `out` holds no errors afterwards.
+Config map_document(const toml::table& root, const Environment& env, Collector& out);
 
 }  // namespace floodgate::config::detail

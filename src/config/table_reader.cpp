@@ -246,6 +246,73 @@ bool TableReader::add_endpoint(const toml::node& item, std::string path, PortRul
   return true;
 }
 
+bool TableReader::boolean(std::string_view key, std::string_view example, bool& out) {
+  const toml::node* n = find(key);
+  if (n == nullptr) {
+    return true;
+  }
+  if (const auto* b = n->as_boolean()) {
+    out = b->get();
+    return true;
+  }
+  type_error(*out_, position(key), path(key), "a boolean", *n, example);
+  return false;
+}
+
+bool TableReader::texts(std::string_view key, std::string_view example, TextParser parse,
+                        std::vector<std::string>& out) {
+  const toml::node* n = find(key);
+  if (!n) {
+    return true;
+  }
+  const auto* items = n->as_array();
+  if (!items) {
+    const std::string element =
+        n->is_string() ? quoted(n->as_string()->get()) : std::string(example);
+    type_error(*out_, position(key), path(key), "an array of strings", *n,
+               std::string(key) + " = [" + element + "]");
+    return false;
+  }
+  std::vector<std::string> result;
+  std::vector<std::string> paths;
+  bool ok = true;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const std::string item_path = path(key) + "[" + std::to_string(i) + "]";
+    ok = add_text((*items)[i], item_path, example, parse, result, paths) && ok;
+  }
+  if (ok) {
+    out = std::move(result);
+  }
+  return ok;
+}
+
+bool TableReader::add_text(const toml::node& item, std::string path, std::string_view example,
+                           TextParser parse, std::vector<std::string>& into,
+                           std::vector<std::string>& paths) {
+  const Position at = position_of(item.source());
+  const auto* s = item.as_string();
+  if (!s) {
+    type_error(*out_, at, std::move(path), "a string", item, example);
+    return false;
+  }
+  auto parsed = parse(s->get());
+  if (!parsed.value) {
+    out_->error(at, std::move(path), std::move(parsed.error));
+    return false;
+  }
+  for (size_t j = 0; j < into.size(); ++j) {
+    if (into[j] == *parsed.value) {
+      out_->error(
+          at, std::move(path),
+          "duplicate " + quoted(s->get()) + " (same as " + paths[j] + "); remove one of them");
+      return false;
+    }
+  }
+  into.push_back(std::move(*parsed.value));
+  paths.push_back(std::move(path));
+  return true;
+}
+
 std::optional<std::string> TableReader::string(std::string_view key, std::string_view example) {
   const toml::node* n = find(key);
   if (!n) {

@@ -94,9 +94,16 @@ class TableReader {
     }
     return picked.has_value();
   }
+  // true or false; `example` completes the message of a type error.
+  bool boolean(std::string_view key, std::string_view example, bool& out);
   // A string checked (and possibly normalised) by `parse`, whose message is recorded on failure.
   using TextParser = Parsed<std::string> (*)(std::string_view);
   bool text(std::string_view key, std::string_view example, TextParser parse, std::string& out);
+  // An array (possibly empty) of distinct strings, each checked by `parse`; a duplicate is an
+  // error, as for endpoints(). `example` is one element ("\"GET\""). Assigned only when every
+  // element is valid.
+  bool texts(std::string_view key, std::string_view example, TextParser parse,
+             std::vector<std::string>& out);
   // A string of any content; nullopt when absent or not a string (the latter is recorded).
   std::optional<std::string> string(std::string_view key, std::string_view example);
   // Like text(), for a secret (admin.token): no message, not even a type error, quotes the
@@ -144,6 +151,9 @@ class TableReader {
   // Reports the keys of the table that no read asked for.
   void finish();
 
+  // The table being read, for the rare check that looks at all its keys at once.
+  const toml::table& node() const { return *table_; }
+
   TableReader child(const toml::table& table, std::string path, std::string title) const;
   Position position() const;                      // of the table
   Position position(std::string_view key) const;  // of `key`, or of the table when absent
@@ -161,6 +171,8 @@ class TableReader {
   const toml::table* element_table(const toml::array& items, std::string_view key, size_t i);
   bool add_endpoint(const toml::node& item, std::string path, PortRule rule,
                     std::vector<Endpoint>& into, std::vector<std::string>& paths);
+  bool add_text(const toml::node& item, std::string path, std::string_view example,
+                TextParser parse, std::vector<std::string>& into, std::vector<std::string>& paths);
 
   Collector* out_;
   const toml::table* table_;

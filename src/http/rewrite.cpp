@@ -159,9 +159,23 @@ constexpr std::string_view kHttp2Settings = "HTTP2-Settings";
 Reason inspect_request(const Parser& head, RequestFacts& facts) {
   facts = RequestFacts{};
   if (head.http_major() != 1 || head.http_minor() > 1) return Reason::bad_request;
-  if (head.method() == HTTP_CONNECT) return Reason::bad_request;
   bool absolute = false;
-  if (inspect_target(head, facts, absolute) != Reason::none) return Reason::bad_request;
+  if (head.method() == HTTP_CONNECT) {
+    // authority-form (RFC 9112 section 3.2.3): host ":" port, nothing else.
+    const std::string_view target = head.target();
+    const std::size_t colon = target.rfind(':');
+    if (!valid_authority(target) || colon == std::string_view::npos || colon + 1 == target.size() ||
+        target.back() == ']') {
+      return Reason::bad_request;
+    }
+    facts.connect = true;
+    facts.authority = facts.host = target;
+    absolute = true;  // the target names the host, not Host
+  } else if (inspect_target(head, facts, absolute) != Reason::none) {
+    return Reason::bad_request;
+  }
+  if (absolute && !facts.connect) facts.authority = facts.host;
+  const bool options = head.method() == HTTP_OPTIONS;
   int hosts = 0, codings = 0, request_ids = 0;
   bool connection_upgrade = false;
   for (uint32_t i = 0; i < head.field_count(); ++i) {
@@ -173,7 +187,8 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
         if (++hosts > 1 || (!ascii::trim(value).empty() && !valid_authority(ascii::trim(value)))) {
           return Reason::bad_request;
         }
-        if (!absolute) facts.host = ascii::trim(value);
+        facts.host_header = ascii::trim(value);
+        if (!absolute) facts.host = facts.host_header;
         break;
       case Field::transfer_encoding:
         // Only "chunked" alone is forwarded faithfully; anything else is refused rather than
@@ -200,6 +215,13 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
         // The first one decides; one floodgate cannot adopt is replaced by a generated id.
         if (++request_ids == 1 && acceptable_request_id(ascii::trim(value))) {
           facts.request_id = ascii::trim(value);
+        }
+        break;
+      case Field::other:
+        if (options) {  // a CORS preflight is OPTIONS with both (resilience.inflight exempts it)
+          const std::string_view name = head.field_name(i);
+          if (iequals(name, "origin")) facts.origin = true;
+          if (iequals(name, "access-control-request-method")) facts.cors_request_method = true;
         }
         break;
       default:

@@ -133,6 +133,21 @@ void render_generated(PrometheusWriter& w, Shards shards) {
   }
 }
 
+void render_shadow(PrometheusWriter& w, Shards shards) {
+  constexpr std::string_view kName = "floodgate_shadow_rejections_total";
+  w.header(kName,
+           "Requests a stage in shadow mode would have refused, by stage and reason (they were "
+           "admitted).",
+           MetricType::counter);
+  for (std::size_t i = 0; i < kStageReasons.size(); ++i) {
+    uint64_t total = 0;
+    for (const ReactorMetrics* shard : shards) total += shard->shadow_rejections(i).value();
+    const Label labels[] = {{"stage", label(kStageReasons[i].stage)},
+                            {"reason", info(kStageReasons[i].reason).name}};
+    w.sample(kName, labels, total);
+  }
+}
+
 }  // namespace
 
 void render_accept_errors(Shards shards, std::string& out) {
@@ -167,6 +182,7 @@ void render_prometheus(Shards shards, Names upstream_names, std::string& out) {
       "Connect timeouts and response timeouts on the upstream's backends.",
       [](const ReactorMetrics& m, uint32_t id) -> const Counter& { return m.timeouts(id); });
   render_generated(w, shards);
+  render_shadow(w, shards);
 }
 
 }  // namespace floodgate

@@ -168,9 +168,8 @@ void Session::on_head() {
   head_request_ = parser_.method() == HTTP_HEAD;
   if (const Reason r = http::inspect_request(parser_, facts_); r != Reason::none) return respond(r);
   MatchPath path;  // what routes match: the normalised path (on the stack, for this match)
-  if (!facts_.asterisk && path.assign(facts_.path) != PathVerdict::ok) {
-    return respond(Reason::bad_request);
-  }
+  const bool has_path = !facts_.asterisk && !facts_.connect;
+  if (has_path && path.assign(facts_.path) != PathVerdict::ok) return respond(Reason::bad_request);
   if (!facts_.has_body) {
     // Complete the message in the parser now, so a rejection below can keep the connection.
     std::size_t consumed = 0;
@@ -179,6 +178,20 @@ void Session::on_head() {
         http::Parser::Result::message_done) {
       request_parsed_ = true;
     }
+  }
+  // The front of the chain (the in-flight cap first): before any other per-request work.
+  ex_.request = resilience::RequestView{parser_.method_name(),
+                                        parser_.target(),
+                                        has_path ? path.view() : std::string_view{},
+                                        facts_.host_header,
+                                        facts_.connect ? std::string_view{} : facts_.authority,
+                                        facts_.connect,
+                                        facts_.upgrade,
+                                        facts_.origin,
+                                        facts_.cors_request_method};
+  if (const Decision d = gen_->snapshot->front.run(ex_, reactor_.metrics());
+      d.verdict == Decision::Verdict::stop) {
+    return respond(d.reason, d.answer, d.status);
   }
   const ServerParams& server = gen_->snapshot->server;
   if (server.max_body_bytes != 0 && !parser_.chunked() &&
@@ -211,15 +224,19 @@ void Session::refuse_without_buffer(std::size_t n) {
   respond(Reason::buffers_exhausted);
 }
 
-void Session::respond(Reason reason) {
-  decide(Outcome::generated(reason));
+void Session::respond(Reason reason, const PrebuiltAnswer* answer, int status) {
+  Outcome o = Outcome::generated(reason);
+  if (status != 0) o.status = status;
+  decide(o);
   reactor_.metrics().generated(reason);
   // The unread rest of a rejected request cannot be told apart from a next request: close.
   const bool close = http::closes_connection(reason) || !facts_.keep_alive || !request_parsed_ ||
                      reactor_.draining();
   const bool pool_reason = pool_rejection_index(reason) < kPoolRejections.size();
-  std::string_view bytes = pool_reason && up_ != nullptr ? up_->rejection(reason, close)
-                                                         : http::generated_response(reason, close);
+  std::string_view bytes = answer != nullptr ? answer->bytes(close)
+                           : pool_reason && up_ != nullptr
+                               ? up_->rejection(reason, close)
+                               : http::generated_response(reason, close);
   if (head_request_) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
   write_generated(bytes, close);
 }
@@ -264,6 +281,7 @@ void Session::finish_request(bool close_client) {
   log_request();
   if (conn_) release_backend(false);
   permit_.release();  // the pool slot, after the backend's (sum of backends <= pool)
+  ex_.end(outcome_);  // the stages' tickets (the in-flight cap's slot), last taken first
   up_ = nullptr;
   gen_ = Ref<ReactorGeneration>();  // the request is over; its generation may retire
   reactor_.response_buffers().release(std::exchange(bin_, nullptr));
@@ -313,6 +331,7 @@ void Session::log_request() {
   r.duration = elapsed;
   r.reason = outcome_.reason;
   r.request_id = request_id_view_;
+  r.would_reject = ex_.would_reject;
   log.write(reactor_.index(), r);
 }
 
@@ -401,6 +420,7 @@ void Session::close() {
   }
   release_backend(false);  // an exchange in progress is abandoned, never pooled
   permit_.release();
+  ex_.end(outcome_);
   client_.close();
   const Ref<Session> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the session.

@@ -30,6 +30,7 @@
 #include "floodgate/http/writer.h"
 #include "floodgate/net/stream.h"
 #include "floodgate/proxy/reactor.h"
+#include "floodgate/proxy/stage.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/admission.h"
 #include "floodgate/upstream/backend_load.h"
@@ -73,7 +74,9 @@ class Session final : public RefCounted<Session>, public net::StreamOwner {
   void begin_request();
   void parse_head();
   void on_head();
-  void respond(Reason reason);
+  // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
+  // `status`), then finishes the request.
+  void respond(Reason reason, const PrebuiltAnswer* answer = nullptr, int status = 0);
   void answer_options();
   void write_generated(std::string_view bytes, bool close);
   // No request buffer for the bytes in landing_: 503 buffers_exhausted, then close.
@@ -206,6 +209,7 @@ class Session final : public RefCounted<Session>, public net::StreamOwner {
 
   // The request in progress.
   http::RequestFacts facts_;
+  Exchange ex_;                   // its state in the stage chain (stage.h): tickets, shadow verdict
   Ref<ReactorGeneration> gen_;    // the request's generation: pinned once its head is complete
   const Upstream* up_ = nullptr;  // its pool, once routed (part of gen_)
   Ref<BackendConn> conn_;

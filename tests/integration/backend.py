@@ -15,7 +15,8 @@ What it answers is chosen per request by path (see ``Backend._dispatch``):
   /head-test                     Content-Length 1234; the body only for GET
   /hop-response                  a response full of hop-by-hop headers
   /slow-head?ms=N                waits N ms before the head
-  /hold?key=K                    waits until the test calls release(K), then 200
+  /hold?key=K                    waits until the test calls release(K), then 200 (so does any
+                                 path ending in /events, for event streams held open)
   /hold-body?key=K&size=N        head + N body bytes, waits for release(K), then N more
   /reset-before-response         RST (SO_LINGER 0, then close) instead of a response
   /close-before-response         FIN instead of a response
@@ -507,7 +508,7 @@ class Backend:
         if path == "/slow-head":
             time.sleep(int(q("ms", "1000")) / 1000.0)
             return self._simple(conn, rec, 200, "OK", rec.target.encode())
-        if path == "/hold":
+        if path == "/hold" or path.endswith("/events"):  # held streams, e.g. /feed/events
             self._wait_gate(q("key", ""))
             return self._simple(conn, rec, 200, "OK", b"released " + q("key", "").encode())
         if path == "/hold-body":

@@ -97,6 +97,10 @@ def render_toml(cfg):
             out.append("[%s]" % table)
             out += ["%s = %s" % (k, toml_value(v)) for k, v in cfg[table].items()]
             out.append("")
+    for sub, keys in cfg.get("resilience", {}).items():  # [resilience.<sub>] tables
+        out.append("[resilience.%s]" % sub)
+        out += ["%s = %s" % (k, toml_value(v)) for k, v in keys.items()]
+        out.append("")
     for array in ("upstreams", "routes"):
         for entry in cfg.get(array, []):
             out.append("[[%s]]" % array)
@@ -133,8 +137,9 @@ class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
     def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None,
-                 env=None):
+                 env=None, resilience=None):
         self.upstreams = upstreams
+        self.resilience = resilience  # the [resilience] table, when given
         self.env = dict(env or {})  # variables added to floodgate's environment
         self.admin_overrides = dict(admin or {})  # [admin] keys besides listen (e.g. token)
         self.routes = routes if routes is not None else [route(upstreams[0]["name"])]
@@ -161,8 +166,11 @@ class Floodgate:
         log.update(self.log_overrides)
         admin = {"listen": "127.0.0.1:%d" % self.admin_port}
         admin.update(self.admin_overrides)
-        return {"server": server, "admin": admin,
-                "log": log, "upstreams": self.upstreams, "routes": self.routes}
+        config = {"server": server, "admin": admin,
+                  "log": log, "upstreams": self.upstreams, "routes": self.routes}
+        if self.resilience is not None:
+            config["resilience"] = self.resilience
+        return config
 
     def start(self):
         binary = floodgate_bin()

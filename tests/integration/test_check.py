@@ -107,17 +107,19 @@ class Check(unittest.TestCase):
             admin_port = free_port()
         return VALID.format(port=port, admin_port=admin_port)
 
-    def run_floodgate(self, *args):
+    def run_floodgate(self, *args, env=None):
+        """env: variables to set on top of this process's environment."""
+        environment = dict(os.environ, **(env or {}))
         try:
             p = subprocess.run([floodgate_bin(), *args], stdin=subprocess.DEVNULL,
-                               capture_output=True, timeout=RUN_TIMEOUT)
+                               capture_output=True, timeout=RUN_TIMEOUT, env=environment)
         except subprocess.TimeoutExpired as e:
             self.fail("floodgate %s did not exit within %ds; stderr: %r"
                       % (" ".join(args), RUN_TIMEOUT, e.stderr))
         return p.returncode, p.stdout.decode("utf-8"), p.stderr.decode("utf-8", "replace")
 
-    def check(self, path, *extra):
-        return self.run_floodgate("check", "-c", path, *extra)
+    def check(self, path, *extra, env=None):
+        return self.run_floodgate("check", "-c", path, *extra, env=env)
 
     def check_json(self, path):
         code, out, err = self.check(path, "--format", "json")
@@ -272,6 +274,35 @@ class Check(unittest.TestCase):
         self.assertEqual(code, 1)
         for line in check_out.splitlines():
             self.assertIn(line + "\n", err)
+
+    # --- environment overrides ([resilience]) ----------------------------------------------
+
+    def test_check_refuses_a_bad_in_flight_cap_in_the_environment(self):
+        path = self.write(self.valid())
+        code, out, err = self.check(path, env={"FLOODGATE_MAX_INFLIGHT": "lots"})
+        self.assertEqual(code, 1, err)
+        self.assertEqual(out, path + ": error: resilience.inflight.max_inflight: the environment "
+                         "variable FLOODGATE_MAX_INFLIGHT is \"lots\", which is not an in-flight "
+                         "cap; set it to \"auto\" or an integer from 0 (no cap) to 2147483646, or "
+                         "unset it to use max_inflight\n")
+
+    def test_check_warns_when_the_environment_overrides_the_file(self):
+        path = self.write(self.valid() + "[resilience.inflight]\nmax_inflight = 100\n")
+        code, out, err = self.check(path, env={"FLOODGATE_MAX_INFLIGHT": "auto"})
+        self.assertEqual(code, 0, out + err)
+        self.assertIn(path + ":11:1: warning: resilience.inflight.max_inflight: max_inflight = "
+                      "100 is overridden by the environment variable FLOODGATE_MAX_INFLIGHT = "
+                      "\"auto\"", out)
+
+    def test_daemon_refuses_to_start_with_a_bad_memory_floor_in_the_environment(self):
+        path = self.write(self.valid())
+        code, out, err = self.run_floodgate("-c", path,
+                                            env={"FLOODGATE_MEMORY_GUARD_MIN_MB": "1.5"})
+        self.assertEqual(code, 1, err)
+        self.assertIn(path + ": error: resilience.memory_guard.min_available: the environment "
+                      "variable FLOODGATE_MEMORY_GUARD_MIN_MB is \"1.5\", which is not a memory "
+                      "floor", err)
+        self.assertIn("nothing was started", err)
 
 
 if __name__ == "__main__":

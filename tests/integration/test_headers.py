@@ -117,14 +117,17 @@ class Headers(FloodgateTestCase):
         rec = self.backend.wait_for_target("/echo/abs?q=1")
         self.assertEqual(rec.header_values("host"), ["Absolute.example:8080"])
 
-    def test_absolute_form_authority_replaces_a_different_host_header(self):
+    def test_absolute_form_authority_differing_from_host_is_refused_by_default(self):
+        # resilience.protocol.enforce_authority_host_match (test_front_stages.py has the
+        # authority replacing Host when it is off).
+        before = self.backend.request_count
         with self.fg.conn() as c:
             c.send(b"GET http://authority.example/echo/abs-host HTTP/1.1\r\n"
                    b"Host: other.example\r\n\r\n")
             r = c.read_response()
-            self.assertEqual(r.status, 200, r)
-        rec = self.backend.wait_for_target("/echo/abs-host")
-        self.assertEqual(rec.header_values("host"), ["authority.example"])
+            self.assertEqual(r.status, 400, r)
+            self.assertEqual(r.header("x-floodgate-reason"), "authority_mismatch")
+        self.assertEqual(self.backend.request_count, before)
 
     def test_absolute_form_without_path_becomes_slash(self):
         before = self.backend.request_count

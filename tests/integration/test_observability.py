@@ -183,6 +183,7 @@ class HeapAllocationsBase:
     LOG = {}
     POOL = {}
     WORKERS = 1
+    RESILIENCE = None
 
     @classmethod
     def setUpClass(cls):
@@ -190,7 +191,7 @@ class HeapAllocationsBase:
         cls.backends = [cls.backend]
         cls.fg = cls.start_floodgate([upstream("app", [cls.backend], **cls.POOL)],
                                      routes=[route("app", host="app.test")], log=cls.LOG,
-                                     workers=cls.WORKERS)
+                                     workers=cls.WORKERS, resilience=cls.RESILIENCE)
 
     def test_keep_alive_requests_make_no_heap_allocation_on_reactor_threads(self):
         """Connections allocate once; requests on them (GET and POST, concurrently) never."""
@@ -251,6 +252,27 @@ class HeapAllocationsWithJsonAccessLog(HeapAllocationsBase, FloodgateTestCase):
 
 class HeapAllocationsWithCombinedAccessLog(HeapAllocationsBase, FloodgateTestCase):
     LOG = {"access_log_format": "combined"}
+
+
+class HeapAllocationsWithEveryFrontStage(HeapAllocationsBase, FloodgateTestCase):
+    """The in-flight cap (with exemptions), the memory guard and the protocol policy, enforcing:
+    every request passes all three without allocating."""
+    RESILIENCE = {
+        "inflight": {"max_inflight": 1000, "exempt_methods": ["OPTIONS"],
+                     "exempt_path_prefixes": ["/downloads/"]},
+        "memory_guard": {"min_available": 1},
+        "protocol": {"allowed_methods": ["GET", "POST", "HEAD"],
+                     "denied_path_prefixes": ["/admin", "/internal/"]}}
+
+
+class HeapAllocationsWithEveryFrontStageInShadowMode(HeapAllocationsBase, FloodgateTestCase):
+    """Every front stage in shadow mode and set to refuse: each request is counted as a
+    would-reject by all three (and logged with would_reject) without allocating."""
+    LOG = {"access_log_format": "json"}
+    RESILIENCE = {
+        "inflight": {"max_inflight": 1, "mode": "shadow"},
+        "memory_guard": {"min_available": 1 << 30, "mode": "shadow"},
+        "protocol": {"allowed_methods": ["HEAD"], "mode": "shadow"}}
 
 
 class HeapAllocationsWithAdmissionQueue(HeapAllocationsBase, FloodgateTestCase):

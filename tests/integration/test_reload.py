@@ -253,6 +253,20 @@ class Reloads(FloodgateTestCase):
         self.assertEqual(status, 422)
         self.assertFalse(body["valid"])
 
+    def test_resilience_changes_are_previewed_and_reloadable(self):
+        text = render_toml(self.base) + ("\n[resilience.inflight]\nmax_inflight = 1000\n"
+                                         "[resilience.protocol]\nmode = \"shadow\"\n")
+        status, body = admin_post(self.fg.admin_port, "/config/preview", text.encode())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["resilience"], {"changed": ["inflight", "protocol"]})
+        status, body = admin_post(self.fg.admin_port, "/config/preview",
+                                  render_toml(self.base).encode())
+        self.assertEqual((status, body["resilience"]), (200, {"changed": []}))
+        before = self.generation()["generation"]
+        status, body = admin_post(self.fg.admin_port, "/config/activate", text.encode())
+        self.assertEqual((status, body), (200, {"generation": before + 1}))
+        self.assertEqual(self.fg.get("/").status, 200)
+
     def test_activate_with_a_body_and_rollback(self):
         before = self.generation()
         status, body = admin_post(self.fg.admin_port, "/config/activate",

@@ -5,12 +5,14 @@
 // its file position and key path, collected in one pass. Called on the main thread only.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "floodgate/proxy/params.h"
+#include "floodgate/resilience/params.h"
 #include "floodgate/routing/params.h"
 #include "floodgate/upstream/params.h"
 
@@ -22,6 +24,7 @@ struct Config {
   LogParams log;
   std::vector<UpstreamParams> upstreams;
   std::vector<RouteParams> routes;
+  resilience::Params resilience;  // [resilience]
 };
 
 struct Diagnostic {
@@ -41,14 +44,26 @@ struct LoadResult {
   bool ok() const { return config.has_value(); }
 };
 
+// The environment as the loader sees it: a variable's value, or nullopt when it is not set.
+// The loader reads FLOODGATE_MAX_INFLIGHT and FLOODGATE_MEMORY_GUARD_MIN_MB through it, which
+// override resilience.inflight.max_inflight and resilience.memory_guard.min_available
+// (docs/resilience.md). An invalid value is an error without a position, so start-up, reload
+// and `floodgate check` all refuse it.
+using Environment = std::function<std::optional<std::string>(std::string_view name)>;
+
+// The process's own environment (getenv). A running floodgate keeps the environment it was
+// started with, so a reload applies the same overrides again.
+std::optional<std::string> process_environment(std::string_view name);
+
 // Reads a configuration file whole (at most 16 MiB); false with the reason in `why`.
 bool read_file(const std::string& path, std::string& text, std::string& why);
 
 // Reads and validates a configuration file.
-LoadResult load_file(const std::string& path);
+LoadResult load_file(const std::string& path, const Environment& env = process_environment);
 
 // Validates configuration text; `source_name` stands for the file name in diagnostics.
-LoadResult load_string(std::string_view toml, std::string_view source_name);
+LoadResult load_string(std::string_view toml, std::string_view source_name,
+                       const Environment& env = process_environment);
 
 // "FILE:LINE:COLUMN: error: KEY.PATH: message" (the format of `floodgate check`).
 std::string format(const Diagnostic& d);
@@ -60,5 +75,11 @@ std::string format(const Diagnostic& d);
 // that are not UTF-8 (say, from a file name in a message) become U+FFFD, so the output is
 // always valid JSON. No trailing newline.
 std::string to_json(const LoadResult& result);
+
+// Refuses, with an error naming the key, what this floodgate validates but cannot serve yet:
+// `resilience.protocol.allow_connect = true` (the CONNECT tunnel is not built; docs/STATUS.md).
+// The daemon (start and reload) and `floodgate check` call it after loading, so a file that
+// asks for it is never accepted and then left unserved. Clears `result.config` when it refuses.
+void refuse_unbuilt(LoadResult& result, std::string_view file);
 
 }  // namespace floodgate::config

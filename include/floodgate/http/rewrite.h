@@ -16,9 +16,14 @@ namespace floodgate::http {
 
 // Facts about a request head that the pipeline needs, gathered in one pass over its fields.
 struct RequestFacts {
-  std::string_view host;        // Host value (or the authority of an absolute-form target)
-  std::string_view path;        // origin-form target forwarded to the backend ("*": see below)
-  std::string_view request_id;  // the client's X-Request-Id when acceptable, else empty
+  std::string_view host;             // Host value (or the authority of an absolute-form target)
+  std::string_view path;             // origin-form target forwarded to the backend ("*": see below)
+  std::string_view request_id;       // the client's X-Request-Id when acceptable, else empty
+  std::string_view host_header;      // the Host field value, trimmed (empty when absent or empty)
+  std::string_view authority;        // an absolute-form target's authority; for CONNECT, the target
+  bool connect = false;              // CONNECT host:port (authority-form target)
+  bool origin = false;               // OPTIONS with an Origin field (a CORS preflight's half)
+  bool cors_request_method = false;  // OPTIONS with Access-Control-Request-Method
   bool expect_continue = false;
   bool upgrade = false;  // forwarded as an upgrade: Connection: upgrade and an Upgrade offer
   bool keep_alive = false;
@@ -35,8 +40,10 @@ inline constexpr std::size_t kMaxRequestIdBytes = 200;
 // Validates what llhttp leaves to the application and fills `facts`. Returns Reason::none or
 // the reason to answer with: bad_request for a missing or repeated Host on HTTP/1.1; a Host or
 // absolute-form authority that is not `host [":" port]` (valid_authority); a transfer coding
-// other than chunked, or any Transfer-Encoding on HTTP/1.0 (RFC 9112 section 6.1); CONNECT; an
-// unsupported HTTP version; a malformed target or one with a #fragment. A client X-Request-Id
+// other than chunked, or any Transfer-Encoding on HTTP/1.0 (RFC 9112 section 6.1); a CONNECT
+// whose target is not `host ":" port` with a port (whether CONNECT is allowed at all is the
+// protocol policy's decision); an unsupported HTTP version; a malformed target or one with a
+// #fragment. A client X-Request-Id
 // is adopted only when it is 1 to kMaxRequestIdBytes visible ASCII characters (0x21-0x7E).
 Reason inspect_request(const Parser& head, RequestFacts& facts);
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "floodgate/core/reason.h"
+#include "floodgate/core/stage_id.h"
 #include "floodgate/metrics/counter.h"
 #include "floodgate/metrics/histogram.h"
 
@@ -91,6 +92,10 @@ struct ReactorMetrics {
     per_upstream(upstream).queue_wait.observe(wait);
   }
   void pool_abandoned(uint32_t upstream) noexcept { per_upstream(upstream).abandoned.add(); }
+  // A stage in shadow mode would have refused a request for `reason` (one of kStageReasons).
+  void shadow_rejected(StageId stage, Reason reason) noexcept {
+    shadow_[stage_reason_index(stage, reason)].add();
+  }
   // accept() on a client listener failed for `error` (the listener backs off and retries).
   void accept_failed(AcceptError error) noexcept {
     accept_errors_[static_cast<std::size_t>(error)].add();
@@ -140,6 +145,9 @@ struct ReactorMetrics {
   const Counter& responses_generated(Reason reason) const noexcept {
     return generated_[static_cast<std::size_t>(reason)];
   }
+  const Counter& shadow_rejections(std::size_t stage_reason) const noexcept {
+    return shadow_[stage_reason];
+  }
   const Counter& accept_errors(AcceptError error) const noexcept {
     return accept_errors_[static_cast<std::size_t>(error)];
   }
@@ -170,6 +178,7 @@ struct ReactorMetrics {
   std::vector<Upstream> upstreams_;  // size N, never resized
   std::array<Counter, kReasonCount> generated_{};
   std::array<Counter, kAcceptErrorLabels.size()> accept_errors_{};
+  std::array<Counter, kStageReasons.size() + 1> shadow_{};  // + 1: a pair not in the table
   std::array<BufferPoolShard, kBufferPoolLabels.size()> buffer_pools_{};
 };
 

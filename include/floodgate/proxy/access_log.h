@@ -41,6 +41,7 @@ struct AccessRecord {
   std::chrono::nanoseconds duration{0};
   Reason reason = Reason::none;
   std::string_view request_id;
+  Reason would_reject = Reason::none;  // what a stage in shadow mode would have answered
 };
 
 class AccessLog {

@@ -25,7 +25,9 @@
 
 #include "floodgate/core/reason.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/params.h"
+#include "floodgate/proxy/stage.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/admission.h"
 #include "floodgate/upstream/backend_load.h"
@@ -117,6 +119,11 @@ struct Snapshot {
   std::vector<std::shared_ptr<Upstream>> upstreams;  // this generation's pools
   std::vector<const Upstream*> by_id;  // index = Upstream::id; nullptr for pools not in it
   RouteTable routes;
+  // The front of the stage chain, run before routing (front_stages.h), and the in-flight cap
+  // it resolved (0 = none).
+  Chain front;
+  uint32_t max_inflight = 0;
+  std::shared_ptr<FrontState> front_state;  // process-wide: the cap's count, the memory sample
   std::vector<std::string> upstream_names;  // every pool name since start; index = id
   // Reactors that hold this generation (as their current one, or for requests still on it).
   // The main thread reads it to tell when a retiring generation has no request left.

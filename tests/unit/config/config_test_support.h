@@ -2,6 +2,7 @@
 // operator would see them (format() lines), so each test can assert the exact text.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,8 +19,13 @@ servers = ["127.0.0.1:9000"]
 upstream = "app"
 )";
 
-inline LoadResult load(std::string_view text) {
-  return load_string(text, "test.toml");
+// An environment with no variable set, so that no test depends on the one it runs in.
+inline std::optional<std::string> no_environment(std::string_view) {
+  return std::nullopt;
+}
+
+inline LoadResult load(std::string_view text, const Environment& env = no_environment) {
+  return load_string(text, "test.toml", env);
 }
 
 // `head` (e.g. a [server] section starting on line 1) followed by kMinimal.

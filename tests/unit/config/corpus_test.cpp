@@ -1,8 +1,8 @@
 // A corpus of bad files, one per class of problem an operator makes: each file must produce
 // exactly one diagnostic, with its severity, key path, line:column and the part of the message
 // that names the problem. The exact wording of each class is pinned in errors_test.cpp,
-// scope_test.cpp, admin_test.cpp, resilience_test.cpp and health_test.cpp; this list is the
-// checklist that no class goes unreported.
+// scope_test.cpp, admin_test.cpp, resilience_test.cpp, health_test.cpp and the front_*_test.cpp
+// files; this list is the checklist that no class goes unreported.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -238,6 +238,56 @@ upstream = "app"
 )",
      Severity::warning, "upstreams[0].health.interval", 5, 1,
      "so it is probed at most once every \"3s\""},
+    {"inflight_cap_quoted", before_minimal("[resilience.inflight]\nmax_inflight = \"64\""),
+     Severity::error, "resilience.inflight.max_inflight", 2, 1,
+     "write the number without quotes, e.g. max_inflight = 64"},
+    {"inflight_cap_negative", before_minimal("[resilience.inflight]\nmax_inflight = -1"),
+     Severity::error, "resilience.inflight.max_inflight", 2, 1,
+     "use \"auto\" or an integer from 0 (no cap) to 2147483646"},
+    {"exempt_prefix_without_slash",
+     before_minimal("[resilience.inflight]\nexempt_path_prefixes = [\"downloads\"]"),
+     Severity::error, "resilience.inflight.exempt_path_prefixes[0]", 2, 25,
+     "must start with \"/\""},
+    {"memory_floor_with_unit", before_minimal("[resilience.memory_guard]\nmin_available = \"1G\""),
+     Severity::error, "resilience.memory_guard.min_available", 2, 1, "unknown value \"1G\""},
+    {"relative_meminfo", before_minimal("[resilience.memory_guard]\nmeminfo = \"meminfo\""),
+     Severity::error, "resilience.memory_guard.meminfo", 2, 1, "is not an absolute path"},
+    {"unknown_resilience_table", before_minimal("[resilience.limits]\nmax = 1"), Severity::error,
+     "resilience.limits", 1, 1,
+     "[resilience] has the sub-tables inflight, memory_guard and protocol"},
+    {"later_resilience_table", before_minimal("[resilience.circuit_breaker]\nenabled = true"),
+     Severity::error, "resilience.circuit_breaker", 1, 1,
+     "is not available in this version of floodgate"},
+    {"unknown_key_in_resilience_table",
+     before_minimal("[resilience.protocol]\nallow_connnect = true"), Severity::error,
+     "resilience.protocol.allow_connnect", 2, 1, "(did you mean 'allow_connect'?)"},
+    {"shadow_misspelt", before_minimal("[resilience.memory_guard]\nmode = \"shadowed\""),
+     Severity::error, "resilience.memory_guard.mode", 2, 1, "expected enforce or shadow"},
+    {"method_not_a_token",
+     before_minimal("[resilience.protocol]\nallowed_methods = [\"GET,HEAD\"]"), Severity::error,
+     "resilience.protocol.allowed_methods[0]", 2, 20, "is not a method"},
+    {"open_connect_proxy", before_minimal("[resilience.protocol]\nallow_connect = true"),
+     Severity::error, "resilience.protocol.allow_connect", 2, 1, "(an open proxy)"},
+    {"connect_ports_without_connect",
+     before_minimal("[resilience.protocol]\nconnect_allowed_ports = [443]"), Severity::error,
+     "resilience.protocol.connect_allowed_ports", 2, 1,
+     "connect_allowed_ports is set, but allow_connect = false"},
+    {"connect_authority_without_port",
+     before_minimal("[resilience.protocol]\nallow_connect = true\n"
+                    "connect_allowed_authorities = [\"db.internal\"]"),
+     Severity::error, "resilience.protocol.connect_allowed_authorities[0]", 3, 32,
+     "the port is missing"},
+    {"unsafe_early_data_method",
+     before_minimal("[resilience.protocol]\nallow_0rtt = true\n"
+                    "early_data_safe_methods = [\"POST\"]"),
+     Severity::error, "resilience.protocol.early_data_safe_methods[0]", 3, 28,
+     "only \"GET\" and \"HEAD\" may be listed"},
+    {"lower_case_method", before_minimal("[resilience.protocol]\nallowed_methods = [\"get\"]"),
+     Severity::warning, "resilience.protocol.allowed_methods[0]", 2, 20,
+     "methods are case-sensitive"},
+    {"deny_everything", before_minimal("[resilience.protocol]\ndenied_path_prefixes = [\"/\"]"),
+     Severity::warning, "resilience.protocol.denied_path_prefixes[0]", 2, 25,
+     "every request is refused with 403 denied_path"},
 };
 
 // ctest lists a file by its name, not by its bytes.

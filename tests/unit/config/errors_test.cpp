@@ -36,7 +36,7 @@ TEST(ConfigErrors, TellsWhereAMisplacedKeyBelongs) {
 TEST(ConfigErrors, RejectsAnUnknownTopLevelKey) {
   EXPECT_EQ(only(load_with("[metrics]\nport = 1")),
             "test.toml:1:1: error: metrics: unknown key 'metrics' in the root table; expected "
-            "one of: server, admin, log, upstreams, routes");
+            "one of: server, admin, log, upstreams, routes, resilience");
 }
 
 TEST(ConfigErrors, RejectsAnUnknownKeyInAServerEntry) {

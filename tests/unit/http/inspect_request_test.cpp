@@ -155,9 +155,38 @@ TEST(InspectRequest, UnsupportedHttpVersionsAreBadRequest) {
   }
 }
 
-TEST(InspectRequest, ConnectIsBadRequest) {
-  EXPECT_EQ(verdict("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n"),
-            Reason::bad_request);
+TEST(InspectRequest, ConnectToHostAndPortIsReportedForTheProtocolPolicy) {
+  const Inspected r("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n");
+  EXPECT_EQ(r.reason(), Reason::none);
+  EXPECT_TRUE(r.facts().connect);
+  EXPECT_EQ(r.facts().authority, "a.example:443");
+  EXPECT_EQ(r.facts().host, "a.example:443");
+}
+
+TEST(InspectRequest, ConnectWithoutAnAuthorityAndPortIsBadRequest) {
+  for (const char* target : {"/", "a.example", "a.example:", "http://a.example:443/", "[::1]"}) {
+    EXPECT_EQ(verdict(std::string("CONNECT ") + target + " HTTP/1.1\r\nHost: a\r\n\r\n"),
+              Reason::bad_request)
+        << target;
+  }
+}
+
+TEST(InspectRequest, HostFieldAndAbsoluteAuthorityAreKeptApart) {
+  const Inspected r("GET http://b.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n");
+  EXPECT_EQ(r.reason(), Reason::none);
+  EXPECT_EQ(r.facts().host, "b.example");
+  EXPECT_EQ(r.facts().authority, "b.example");
+  EXPECT_EQ(r.facts().host_header, "a.example");
+}
+
+TEST(InspectRequest, CorsPreflightFieldsAreReportedOnOptionsOnly) {
+  const Inspected pre(
+      "OPTIONS /x HTTP/1.1\r\nHost: a\r\nOrigin: https://o\r\n"
+      "Access-Control-Request-Method: PUT\r\n\r\n");
+  EXPECT_TRUE(pre.facts().origin);
+  EXPECT_TRUE(pre.facts().cors_request_method);
+  const Inspected get("GET /x HTTP/1.1\r\nHost: a\r\nOrigin: https://o\r\n\r\n");
+  EXPECT_FALSE(get.facts().origin);
 }
 
 TEST(InspectRequest, ExpectContinueIsReported) {

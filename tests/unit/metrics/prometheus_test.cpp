@@ -230,9 +230,25 @@ TEST(RenderPrometheus, GeneratedResponsesListEveryReasonExceptNoneIncludingZeros
                              (reason == Reason::no_route ? "1" : "0");
     EXPECT_TRUE(contains(out, line)) << line;
   }
-  EXPECT_TRUE(out.ends_with("floodgate_responses_generated_total{reason=\"" +
-                            std::string(info(static_cast<Reason>(kReasonCount - 1)).name) +
-                            "\"} 0\n"));
+}
+
+TEST(RenderPrometheus, ShadowRejectionsListEveryStageAndReasonSummedOverShards) {
+  ReactorMetrics a(0);
+  ReactorMetrics b(0);
+  a.shadow_rejected(StageId::inflight, Reason::inflight_cap);
+  b.shadow_rejected(StageId::inflight, Reason::inflight_cap);
+  b.shadow_rejected(StageId::protocol, Reason::denied_path);
+  const auto out = render({&a, &b}, {});
+  EXPECT_TRUE(contains(out, "# TYPE floodgate_shadow_rejections_total counter"));
+  EXPECT_TRUE(contains(
+      out, "floodgate_shadow_rejections_total{stage=\"inflight\",reason=\"inflight_cap\"} 2"));
+  EXPECT_TRUE(contains(
+      out, "floodgate_shadow_rejections_total{stage=\"protocol\",reason=\"denied_path\"} 1"));
+  EXPECT_TRUE(contains(
+      out,
+      "floodgate_shadow_rejections_total{stage=\"memory_guard\",reason=\"memory_pressure\"} 0"));
+  EXPECT_TRUE(contains(
+      out, "floodgate_shadow_rejections_total{stage=\"protocol\",reason=\"connect_denied\"} 0"));
 }
 
 }  // namespace

@@ -1,0 +1,97 @@
+// The front in-flight cap (resilience::InflightCap): the cost of enter + leave, of a refusal at
+// the cap, and proof that neither allocates.
+//
+//   build-*/bench/floodgate_inflight_bench
+//
+// Each benchmark counts the heap allocations made by its own loop (floodgate's operator new
+// counts per thread, core/heap_count.h) and fails if there is any. The two-thread runs stand for
+// two reactors sharing the process-wide cap: its state word's cache line bounces between them.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+
+#include "floodgate/core/heap_count.h"
+#include "floodgate/resilience/inflight.h"
+
+namespace floodgate::resilience {
+namespace {
+
+// Runs `step` as the benchmark loop and reports allocations per iteration, counted on thread 0
+// only (see bench/micro/admission_bench.cpp for why).
+template <class Step>
+void measured(benchmark::State& state, Step step) {
+  const bool counting = state.thread_index() == 0;
+  if (counting) count_heap_allocations_on_this_thread();
+  const uint64_t before = counted_heap_allocations();
+  for (auto _ : state) step();
+  const uint64_t allocations = counted_heap_allocations() - before;
+  state.SetItemsProcessed(state.iterations());  // summed over threads: items/s is the total
+  if (!counting) return;
+  state.counters["allocs/op"] =
+      benchmark::Counter(static_cast<double>(allocations), benchmark::Counter::kAvgIterations);
+  if (allocations != 0) state.SkipWithError("the in-flight cap allocated on the heap");
+}
+
+// Below the cap, one thread: one CAS to enter, one to leave.
+void BM_EnterLeave_OneThread(benchmark::State& state) {
+  InflightCap cap(1000);
+  measured(state, [&] {
+    Permit permit = cap.try_enter();
+    benchmark::DoNotOptimize(permit);
+  });
+}
+BENCHMARK(BM_EnterLeave_OneThread);
+
+// Below the cap, two threads on one cap.
+void BM_EnterLeave_TwoThreads(benchmark::State& state) {
+  static InflightCap cap(1000);
+  measured(state, [&] {
+    Permit permit = cap.try_enter();
+    benchmark::DoNotOptimize(permit);
+  });
+}
+BENCHMARK(BM_EnterLeave_TwoThreads)->Threads(2)->UseRealTime();
+
+// At the cap, one thread: what a refused request costs the cap (a relaxed read, no CAS).
+void BM_RefusedAtTheCap_OneThread(benchmark::State& state) {
+  InflightCap cap(1);
+  const Permit held = cap.try_enter();
+  measured(state, [&] {
+    Permit permit = cap.try_enter();
+    benchmark::DoNotOptimize(permit);
+  });
+}
+BENCHMARK(BM_RefusedAtTheCap_OneThread);
+
+// At the cap, two threads refused while the holder's line stays put.
+void BM_RefusedAtTheCap_TwoThreads(benchmark::State& state) {
+  static InflightCap cap(1);
+  static const Permit held = cap.try_enter();
+  measured(state, [&] {
+    Permit permit = cap.try_enter();
+    benchmark::DoNotOptimize(permit);
+  });
+}
+BENCHMARK(BM_RefusedAtTheCap_TwoThreads)->Threads(2)->UseRealTime();
+
+// Two threads contending for one slot: most tries of one thread find the other holding it, the
+// overload case. "slow/op" is the share of tries that lost the slot in the instant between the
+// relaxed read and the CAS and so were refused on Admission's locked slow path.
+void BM_OneSlot_TwoThreads(benchmark::State& state) {
+  static InflightCap cap(1);
+  const uint64_t slow_before = cap.slow_refusals();
+  measured(state, [&] {
+    Permit permit = cap.try_enter();
+    benchmark::DoNotOptimize(permit);
+  });
+  if (state.thread_index() == 0) {
+    state.counters["slow/op"] = benchmark::Counter(
+        static_cast<double>(cap.slow_refusals() - slow_before), benchmark::Counter::kAvgIterations);
+  }
+}
+BENCHMARK(BM_OneSlot_TwoThreads)->Threads(2)->UseRealTime();
+
+}  // namespace
+}  // namespace floodgate::resilience
+
+BENCHMARK_MAIN();

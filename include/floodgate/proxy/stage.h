@@ -1,0 +1,189 @@
+// The stage chain: the checks a request passes on its way to a backend, in order.
+//
+// A stage looks at an exchange and answers go, stop (with a reason and a prebuilt answer) or
+// wait (it parked the exchange and resumes the chain exactly once later, see Chain::resume).
+// A chain is built when its generation is built and holds only the stages that are
+// configured, so a feature that is not configured costs nothing on the request path.
+//
+// A stage that admits a request may hold something for it until the exchange ends (a slot of
+// the in-flight cap; later a token to refund or a breaker probe): it fills the Ticket it is
+// given. The exchange's TicketBook settles every held ticket exactly once when the exchange
+// ends, in reverse order, with the exchange's Outcome; a destroyed exchange settles what it
+// still holds.
+//
+// Shadow mode is the chain's, not each stage's: a stage in shadow mode that says stop is
+// counted (floodgate_shadow_rejections_total{stage,reason}, in the reactor's metrics shard), the
+// exchange remembers the first such reason for its access log record (would_reject), and the chain
+// goes on.
+//
+// Thread-safety: a Chain and its stages are immutable once built and shared by every reactor
+// (a stage's mutable state, such as the in-flight cap's counter, is its own, thread-safe
+// business). An exchange and its tickets belong to one reactor.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/core/outcome.h"
+#include "floodgate/core/reason.h"
+#include "floodgate/core/stage_id.h"
+#include "floodgate/metrics/reactor_metrics.h"
+#include "floodgate/resilience/params.h"
+#include "floodgate/resilience/request_view.h"
+#include "floodgate/upstream/admission.h"
+
+namespace floodgate::proxy {
+
+class Stage;
+struct Exchange;
+
+// A generated answer built once (with its Retry-After or Allow header), in both connection
+// variants.
+struct PrebuiltAnswer {
+  std::string keep_alive;
+  std::string close;
+  std::string_view bytes(bool close_connection) const {
+    return close_connection ? close : keep_alive;
+  }
+};
+
+struct Decision {
+  enum class Verdict : uint8_t { go, stop, wait };
+  Verdict verdict = Verdict::go;
+  Reason reason = Reason::none;
+  int status = 0;                          // 0 = info(reason).status
+  const PrebuiltAnswer* answer = nullptr;  // nullptr = the plain generated response for reason
+
+  static constexpr Decision go() noexcept { return {}; }
+  static constexpr Decision wait() noexcept { return {Verdict::wait, Reason::none, 0, nullptr}; }
+  static constexpr Decision stop(Reason reason, const PrebuiltAnswer* answer = nullptr,
+                                 int status = 0) noexcept {
+    return {Verdict::stop, reason, status, answer};
+  }
+};
+
+// What one stage holds for an admitted exchange until it ends.
+struct Ticket {
+  const Stage* stage = nullptr;
+  Permit permit;       // a slot to give back (the in-flight cap)
+  uint64_t value = 0;  // the stage's own datum
+  bool held = false;   // set by a stage that holds something without a permit
+  bool holds() const noexcept { return held || static_cast<bool>(permit); }
+};
+
+// The tickets of one exchange, settled exactly once, in reverse order.
+class TicketBook {
+ public:
+  static constexpr std::size_t kMax = 8;  // every stage of the planned chain fits
+
+  TicketBook() = default;
+  TicketBook(const TicketBook&) = delete;
+  TicketBook& operator=(const TicketBook&) = delete;
+  // An exchange torn down without end() (it cannot happen on the request path, which ends
+  // every exchange) settles as abandoned by floodgate, never as a backend's answer.
+  ~TicketBook() {
+    Outcome abandoned;
+    abandoned.source = OutcomeSource::floodgate;
+    abandoned.kind = OutcomeKind::client_aborted;
+    settle(abandoned);
+  }
+
+  // The slot the next stage may fill; kept only when it then holds something (commit()). A
+  // stage that answers wait and is granted later takes its ticket the same way (next(),
+  // fill, commit()) before it resumes the chain. A chain has at most kMax stages (Chain).
+  Ticket& next(const Stage& stage) noexcept {
+    Ticket& t = tickets_[count_];
+    t.stage = &stage;
+    return t;
+  }
+  void commit() noexcept {
+    if (tickets_[count_].holds()) {
+      ++count_;
+    } else {
+      tickets_[count_] = Ticket{};
+    }
+  }
+  // Settles every held ticket with `outcome`, last taken first; later calls do nothing.
+  void settle(const Outcome& outcome) noexcept;
+  std::size_t size() const noexcept { return count_; }
+
+ private:
+  std::array<Ticket, kMax + 1> tickets_{};  // + 1: the slot a stage is filling
+  std::size_t count_ = 0;
+};
+
+class Stage {
+ public:
+  Stage(StageId id, resilience::Mode mode) noexcept : id_(id), mode_(mode) {}
+  virtual ~Stage() = default;
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  // Looks at the exchange; fills `ticket` when it admits and holds something. A stage that
+  // answers wait has parked the exchange and calls Chain::resume() exactly once later.
+  virtual Decision check(Exchange& exchange, Ticket& ticket) const noexcept = 0;
+  // The exchange ended with `outcome`; `ticket` is what check() filled. Called exactly once
+  // per held ticket (its permit is released right after).
+  virtual void settle(Ticket& ticket, const Outcome& outcome) const noexcept {
+    (void)ticket;
+    (void)outcome;
+  }
+
+  StageId id() const noexcept { return id_; }
+  resilience::Mode mode() const noexcept { return mode_; }
+
+ private:
+  StageId id_;
+  resilience::Mode mode_;
+};
+
+class Chain {
+ public:
+  Chain() = default;
+  // Throws std::length_error past TicketBook::kMax stages (each may hold a ticket).
+  explicit Chain(std::vector<std::unique_ptr<const Stage>> stages) : stages_(std::move(stages)) {
+    if (stages_.size() > TicketBook::kMax) throw std::length_error("stage chain too long");
+  }
+
+  // Runs the exchange through the stages from its cursor: the first stop in enforce mode
+  // (or a wait) ends the run; go when every stage let it through.
+  // `metrics` (the reactor's shard) counts what shadow-mode stages would have refused.
+  Decision run(Exchange& exchange, ReactorMetrics& metrics) const noexcept;
+  // Continues after the stage that answered wait, once it has let the exchange go.
+  Decision resume(Exchange& exchange, ReactorMetrics& metrics) const noexcept {
+    return run(exchange, metrics);
+  }
+
+  std::size_t size() const noexcept { return stages_.size(); }
+  bool empty() const noexcept { return stages_.empty(); }
+  const Stage& stage(std::size_t i) const { return *stages_[i]; }
+
+ private:
+  std::vector<std::unique_ptr<const Stage>> stages_;
+};
+
+// One request's state in the chain: what the stages read, the tickets they hold, and what a
+// shadow-mode stage would have answered. Reset at the start of every request.
+struct Exchange {
+  resilience::RequestView request;
+  TicketBook tickets;
+  uint8_t cursor = 0;                  // the next stage to run
+  Reason would_reject = Reason::none;  // the first shadow-mode refusal
+  StageId would_reject_stage = StageId::count_;
+
+  // Settles what the exchange holds and makes it ready for the next request.
+  void end(const Outcome& outcome) noexcept {
+    tickets.settle(outcome);
+    request = {};
+    cursor = 0;
+    would_reject = Reason::none;
+    would_reject_stage = StageId::count_;
+  }
+};
+
+}  // namespace floodgate::proxy

@@ -1,0 +1,36 @@
+// The schema of the top-level [resilience] table (resilience/params.h): the front of the
+// request path's stage chain, in the sub-tables [resilience.inflight],
+// [resilience.memory_guard] and [resilience.protocol], each rejecting unknown keys; and the two
+// environment variables that override its keys. Its own file because its values have
+// syntaxes of their own (resilience_values.h) and rules between its keys. docs/resilience.md
+// lists every key. Main thread only.
+#pragma once
+
+#include <optional>
+
+#include "collector.h"
+#include "floodgate/config/config.h"
+#include "table_reader.h"
+
+namespace floodgate::config::detail {
+
+// Where the keys an environment variable overrides were written, when their values were
+// valid: overriding what the file says is worth a warning at the key.
+struct ResilienceMarks {
+  std::optional<Position> max_inflight_at;
+  std::optional<Position> min_available_at;
+};
+
+// Reads the sub-tables of one [resilience] table into `p` (which holds the defaults), records
+// their errors and warnings, and rejects every other sub-table, naming the ones that exist.
+// The caller finishes the table.
+void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMarks& marks);
+
+// (resilience_environment.cpp) Applies FLOODGATE_MAX_INFLIGHT (the syntax of max_inflight) and
+// FLOODGATE_MEMORY_GUARD_MIN_MB (an integer of MiB) from `env` over the file's values. An invalid
+// value is an error without a position that names the variable and its syntax: a safety knob never
+// falls back silently.
+void apply_resilience_environment(const Environment& env, const ResilienceMarks& marks,
+                                  resilience::Params& p, Collector& out);
+
+}  // namespace floodgate::config::detail

@@ -1,0 +1,125 @@
+#include "floodgate/proxy/front_stages.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "floodgate/http/rewrite.h"
+
+namespace floodgate::proxy {
+
+namespace {
+
+uint32_t whole_seconds(std::chrono::milliseconds d) {
+  // Retry-After is in whole seconds (RFC 9110 section 10.2.3): rounded up, at least 1.
+  return static_cast<uint32_t>(std::max<int64_t>(1, (d.count() + 999) / 1000));
+}
+
+// floodgate's generated answer for `reason`, with `status` instead of the reason's own and
+// `extra` header lines ("Name: value\r\n") after the status line.
+PrebuiltAnswer prebuild(Reason reason, uint32_t retry_after, int status = 0,
+                        std::string_view extra = {}) {
+  PrebuiltAnswer a;
+  for (const bool close : {false, true}) {
+    std::string s = http::build_generated_response(reason, close, retry_after);
+    const std::size_t line_end = s.find("\r\n") + 2;
+    if (status != 0 && status != info(reason).status) {
+      const std::string_view phrase = status == 405   ? "Method Not Allowed"
+                                      : status == 403 ? "Forbidden"
+                                                      : "Bad Request";
+      s.replace(0, line_end,
+                "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase) + "\r\n");
+    }
+    s.insert(s.find("\r\n") + 2, extra);
+    (close ? a.close : a.keep_alive) = std::move(s);
+  }
+  return a;
+}
+
+class InflightStage final : public Stage {
+ public:
+  InflightStage(const resilience::InflightParams& p, std::shared_ptr<FrontState> state)
+      : Stage(StageId::inflight, p.mode),
+        exemptions_(p),
+        state_(std::move(state)),
+        answer_(prebuild(Reason::inflight_cap, whole_seconds(p.retry_after))) {}
+
+  Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
+    if (exemptions_.exempt(ex.request)) return Decision::go();
+    ticket.permit = state_->inflight.try_enter();
+    if (!ticket.permit) return Decision::stop(Reason::inflight_cap, &answer_);
+    return Decision::go();
+  }
+
+ private:
+  resilience::InflightExemptions exemptions_;
+  std::shared_ptr<FrontState> state_;
+  PrebuiltAnswer answer_;
+};
+
+class MemoryGuardStage final : public Stage {
+ public:
+  MemoryGuardStage(const resilience::MemoryGuardParams& p, std::shared_ptr<FrontState> state)
+      : Stage(StageId::memory_guard, p.mode), state_(std::move(state)) {}
+
+  Decision check(Exchange& ex, Ticket&) const noexcept override {
+    return state_->memory.refuses(ex.request) ? Decision::stop(Reason::memory_pressure)
+                                              : Decision::go();
+  }
+
+ private:
+  std::shared_ptr<FrontState> state_;
+};
+
+class ProtocolStage final : public Stage {
+ public:
+  explicit ProtocolStage(const resilience::ProtocolParams& p)
+      : Stage(StageId::protocol, p.mode), policy_(p) {
+    const std::string allow = "Allow: " + std::string(policy_.allow()) + "\r\n";
+    method_not_allowed_ = prebuild(Reason::method_not_allowed, 0, 405, allow);
+    connect_not_allowed_ = prebuild(Reason::connect_denied, 0, 405, allow);
+    connect_denied_ = prebuild(Reason::connect_denied, 0, 403);
+    denied_path_ = prebuild(Reason::denied_path, 0);
+    authority_mismatch_ = prebuild(Reason::authority_mismatch, 0);
+  }
+
+  Decision check(Exchange& ex, Ticket&) const noexcept override {
+    const resilience::Verdict v = policy_.check(ex.request);
+    if (v.pass()) return Decision::go();
+    switch (v.reason) {
+      case Reason::method_not_allowed:
+        return Decision::stop(v.reason, &method_not_allowed_, 405);
+      case Reason::connect_denied:
+        return v.status == 405 ? Decision::stop(v.reason, &connect_not_allowed_, 405)
+                               : Decision::stop(v.reason, &connect_denied_, 403);
+      case Reason::denied_path:
+        return Decision::stop(v.reason, &denied_path_);
+      default:
+        return Decision::stop(v.reason, &authority_mismatch_);
+    }
+  }
+
+ private:
+  resilience::ProtocolPolicy policy_;
+  PrebuiltAnswer method_not_allowed_;
+  PrebuiltAnswer connect_not_allowed_;
+  PrebuiltAnswer connect_denied_;
+  PrebuiltAnswer denied_path_;
+  PrebuiltAnswer authority_mismatch_;
+};
+
+}  // namespace
+
+Chain build_front_chain(const resilience::Params& params, uint32_t max_inflight,
+                        std::shared_ptr<FrontState> state) {
+  std::vector<std::unique_ptr<const Stage>> stages;
+  if (max_inflight != 0) stages.push_back(std::make_unique<InflightStage>(params.inflight, state));
+  if (params.memory_guard.automatic || params.memory_guard.min_available_mib != 0) {
+    stages.push_back(std::make_unique<MemoryGuardStage>(params.memory_guard, state));
+  }
+  stages.push_back(std::make_unique<ProtocolStage>(params.protocol));
+  return Chain(std::move(stages));
+}
+
+}  // namespace floodgate::proxy
