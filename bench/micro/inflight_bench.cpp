@@ -75,19 +75,13 @@ void BM_RefusedAtTheCap_TwoThreads(benchmark::State& state) {
 BENCHMARK(BM_RefusedAtTheCap_TwoThreads)->Threads(2)->UseRealTime();
 
 // Two threads contending for one slot: most tries of one thread find the other holding it, the
-// overload case. "slow/op" is the share of tries that lost the slot in the instant between the
-// relaxed read and the CAS and so were refused on Admission's locked slow path.
+// overload case.
 void BM_OneSlot_TwoThreads(benchmark::State& state) {
   static InflightCap cap(1);
-  const uint64_t slow_before = cap.slow_refusals();
   measured(state, [&] {
     Permit permit = cap.try_enter();
     benchmark::DoNotOptimize(permit);
   });
-  if (state.thread_index() == 0) {
-    state.counters["slow/op"] = benchmark::Counter(
-        static_cast<double>(cap.slow_refusals() - slow_before), benchmark::Counter::kAvgIterations);
-  }
 }
 BENCHMARK(BM_OneSlot_TwoThreads)->Threads(2)->UseRealTime();
 

@@ -381,7 +381,6 @@ class Process {
                 std::function<void()> served = {}) {
     Outcome out;
     out.validation = config::load_string(source, origin);
-    config::refuse_unbuilt(out.validation, origin);
     if (!out.validation.ok()) return out;
     restart_only_changes(*out.validation.config, origin, out.validation);
     if (!out.validation.ok() || !activate) return out;
@@ -908,8 +907,7 @@ int run(const std::string& config_path) {
   if (std::string why; !config::read_file(config_path, source, why)) {
     return fail(config_path + ": cannot read: " + why);
   }
-  config::LoadResult loaded = config::load_string(source, config_path);
-  config::refuse_unbuilt(loaded, config_path);
+  const config::LoadResult loaded = config::load_string(source, config_path);
   for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", config::format(d).c_str());
   if (!loaded.ok()) return fail(config_path + ": configuration is invalid; nothing was started");
   const config::Config& cfg = *loaded.config;

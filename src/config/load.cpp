@@ -91,14 +91,4 @@ LoadResult load_file(const std::string& path, const Environment& env) {
   return load_string(text, path, env);
 }
 
-void refuse_unbuilt(LoadResult& result, std::string_view file) {
-  if (!result.config || !result.config->resilience.protocol.allow_connect) return;
-  result.diagnostics.push_back(Diagnostic{
-      Diagnostic::Severity::error, std::string(file), 0, 0, "resilience.protocol.allow_connect",
-      "CONNECT tunnels are not available in this version of floodgate yet, so allow_connect = "
-      "true cannot be served; set allow_connect = false (every CONNECT is then answered 405 "
-      "connect_denied)"});
-  result.config.reset();
-}
-
 }  // namespace floodgate::config

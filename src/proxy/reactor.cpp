@@ -16,6 +16,7 @@
 #include "floodgate/core/heap_count.h"
 #include "floodgate/core/log_throttle.h"
 #include "floodgate/net/poller.h"
+#include "resolver.h"
 #include "session.h"
 
 namespace floodgate::proxy {
@@ -65,6 +66,13 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
 
 Reactor::~Reactor() {
   join();
+  // The resolver's worker posts into io_: stop it, then run (on this thread, the reactor's
+  // being over) what it posted, so no completion outlives the sessions and pools it uses.
+  if (resolver_) {
+    resolver_.reset();
+    io_.restart();
+    io_.poll();
+  }
   // Pooled connections hold a reference on themselves through the pool: drop them.
   close_idle_connections(nullptr);
 }
@@ -340,6 +348,11 @@ IoEngine Reactor::io_engine() const {
 
 std::string Reactor::io_fallback_reason() const {
   return poller_->fallback_reason();
+}
+
+Resolver& Reactor::resolver() {
+  if (!resolver_) resolver_ = std::make_unique<Resolver>(*this);
+  return *resolver_;
 }
 
 void Reactor::join() {

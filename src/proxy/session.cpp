@@ -205,6 +205,7 @@ void Session::on_head() {
     request_id_view_ = facts_.request_id;
   }
   if (facts_.asterisk) return answer_options();
+  if (facts_.connect) return open_connect_tunnel();  // the protocol policy allowed it
   const Snapshot& snap = *gen_->snapshot;
   const Route* route = snap.routes.match(facts_.host, path.view());
   if (route == nullptr) return respond(Reason::no_route);
@@ -328,6 +329,7 @@ void Session::log_request() {
     r.upstream = up.params.name;
     if (backend_ >= 0) r.backend = up.backends[static_cast<std::size_t>(backend_)]->address.text;
   }
+  if (facts_.connect) r.backend = facts_.authority;  // a CONNECT tunnel's target
   r.duration = elapsed;
   r.reason = outcome_.reason;
   r.request_id = request_id_view_;

@@ -135,8 +135,15 @@ class Session final : public RefCounted<Session>, public net::StreamOwner {
   void on_backend_timeout();
   void arm_backend_timer(std::chrono::milliseconds d);
 
+  // -- CONNECT tunnel (connect.cpp)
+  void open_connect_tunnel();
+  void connect_tunnel_to(const boost::asio::ip::tcp::endpoint& to);
+  void on_tunnel_connected(const boost::system::error_code& ec);
+
   // -- upgrade tunnel (tunnel.cpp)
   void start_tunnel();
+  // Both directions of an opaque tunnel, once the first bytes for the client are in cout_.
+  void run_tunnel();
   void tunnel_client_to_backend();
   void tunnel_backend_to_client();
   void tunnel_half_closed();

@@ -30,6 +30,11 @@ void Session::start_tunnel() {
   const std::size_t extra = bin_len_ - rp.head_end();
   std::memmove(bin_data(), bin_data() + rp.head_end(), extra);
   bin_len_ = extra;
+  run_tunnel();
+}
+
+void Session::run_tunnel() {
+  phase_ = Phase::tunnel;
   tunnel_open_ = 2;
   outcome_.client_saw_bytes = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);

@@ -8,6 +8,7 @@ reloads of these keys under load."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -334,24 +335,143 @@ class ShadowMode(FrontTestCase):
                          0)
 
 
+class EchoServer:
+    """A plain TCP server that echoes what it receives on each connection (a CONNECT target)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _echo(conn):
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                conn.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 class ConnectTunnels(FrontTestCase):
-    def test_allow_connect_is_refused_until_floodgate_can_tunnel(self):
-        # The CONNECT tunnel is not built yet (docs/STATUS.md): a file that asks for it is
-        # refused by `floodgate check` and at start, with the key named, never half served.
-        a = Backend("a").start()
-        self.addCleanup(a.stop)
-        fg = Floodgate([upstream("a", [a])], resilience={"protocol": {
-            "allow_connect": True, "connect_allowed_authorities": ["db.internal:5432"]}})
-        self.addCleanup(fg.cleanup)
-        fg.port, fg.admin_port = 1, 2  # never bound: refused before
-        with open(fg.config_path, "w") as f:
-            f.write(render_toml(fg.config()))
-        for args in (["check", "-c", fg.config_path], ["-c", fg.config_path]):
-            p = subprocess.run([floodgate_bin()] + args, capture_output=True,
-                               timeout=DEFAULT_TIMEOUT)
-            self.assertEqual(p.returncode, 1, p)
-            self.assertIn(b"resilience.protocol.allow_connect", p.stdout + p.stderr)
-            self.assertIn(b"CONNECT tunnels are not available", p.stdout + p.stderr)
+    @classmethod
+    def setUpClass(cls):
+        cls.echo = EchoServer()
+        cls.refused = closed_port()
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])], resilience={"protocol": {
+            "allow_connect": True,
+            "connect_allowed_authorities": ["127.0.0.1:%d" % cls.echo.port,
+                                            "localhost:%d" % cls.echo.port,
+                                            "127.0.0.1:%d" % cls.refused]},
+            "inflight": {"max_inflight": 1}})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.echo.close()
+
+    def tunnel(self, authority):
+        c = self.fg.conn()
+        c.send(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority)).encode())
+        return c
+
+    def test_a_tunnel_to_an_allowed_authority_relays_bytes_both_ways(self):
+        for authority in ("127.0.0.1:%d" % self.echo.port, "localhost:%d" % self.echo.port):
+            with self.subTest(authority=authority):
+                c = self.tunnel(authority)
+                try:
+                    head = c.read_head()
+                    self.assertEqual(head.status, 200, head)
+                    for chunk in (b"hello", b"x" * 100000):
+                        c.send(chunk)
+                        self.assertEqual(c.read_exact(len(chunk)), chunk)
+                finally:
+                    c.close()
+        records = poll(lambda: [x for x in self.fg.access_log_entries()
+                                if x["method"] == "CONNECT" and x["status"] == 200][:2] or None,
+                       what="the tunnels in the access log")
+        self.assertEqual(records[0]["backend"], "127.0.0.1:%d" % self.echo.port)
+
+    def test_a_tunnel_holds_no_slot_of_the_inflight_cap(self):
+        c = self.tunnel("127.0.0.1:%d" % self.echo.port)
+        try:
+            self.assertEqual(c.read_head().status, 200)
+            self.assertEqual(self.fg.get("/while-tunnelling").status, 200)  # cap of 1
+        finally:
+            c.close()
+
+    def test_an_authority_outside_the_allowlists_is_403(self):
+        before = self.echo.accepted
+        for authority in ("127.0.0.2:%d" % self.echo.port, "127.0.0.1:1", "example.com:443"):
+            with self.subTest(authority=authority):
+                with self.tunnel(authority) as c:
+                    self.assertGenerated(c.read_response(), 403, "connect_denied")
+        self.assertEqual(self.echo.accepted, before)
+
+    def test_a_refused_target_is_502(self):
+        with self.tunnel("127.0.0.1:%d" % self.refused) as c:
+            self.assertGenerated(c.read_response(), 502, "upstream_connect_failed")
+
+
+class ConnectByPort(FrontTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.echo = EchoServer()
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])], resilience={"protocol": {
+            "allow_connect": True, "connect_allowed_ports": [cls.echo.port]}})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.echo.close()
+
+    def test_a_listed_port_is_allowed_on_any_host_and_another_port_is_not(self):
+        c = self.fg.conn()
+        c.send(b"CONNECT localhost:%d HTTP/1.1\r\nHost: x\r\n\r\n" % self.echo.port)
+        try:
+            self.assertEqual(c.read_head().status, 200)
+            c.send(b"ping")
+            self.assertEqual(c.read_exact(4), b"ping")
+        finally:
+            c.close()
+        with self.fg.conn() as c:
+            c.send(b"CONNECT localhost:%d HTTP/1.1\r\nHost: x\r\n\r\n" % (self.echo.port + 1))
+            self.assertGenerated(c.read_response(), 403, "connect_denied")
+        with self.fg.conn() as c:  # a name that does not resolve
+            c.send(b"CONNECT no-such-host.invalid:%d HTTP/1.1\r\nHost: x\r\n\r\n"
+                   % self.echo.port)
+            self.assertGenerated(c.read_response(), 502, "upstream_connect_failed")
 
 
 class ReloadUnderLoad(FrontTestCase):

@@ -76,10 +76,4 @@ std::string format(const Diagnostic& d);
 // always valid JSON. No trailing newline.
 std::string to_json(const LoadResult& result);
 
-// Refuses, with an error naming the key, what this floodgate validates but cannot serve yet:
-// `resilience.protocol.allow_connect = true` (the CONNECT tunnel is not built; docs/STATUS.md).
-// The daemon (start and reload) and `floodgate check` call it after loading, so a file that
-// asks for it is never accepted and then left unserved. Clears `result.config` when it refuses.
-void refuse_unbuilt(LoadResult& result, std::string_view file);
-
 }  // namespace floodgate::config

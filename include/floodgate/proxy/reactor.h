@@ -38,6 +38,7 @@ using net::Poller;
 
 class Session;
 class BackendConn;
+class Resolver;
 
 // A generation as one reactor holds it. A request pins the one it started on (a Ref; the
 // count is not atomic, the reactor's thread alone touches it) and the reactor drops its own
@@ -111,6 +112,8 @@ class Reactor {
   BufferPool& request_buffers() { return request_buffers_; }
   BufferPool& response_buffers() { return response_buffers_; }
   ReactorMetrics& metrics() { return metrics_; }
+  // Names of CONNECT targets, resolved off this reactor (resolver.h).
+  Resolver& resolver();
   AccessLog& access_log() { return access_log_; }
   bool draining() const { return draining_; }
   // The time the event loop last woke up: what timers are armed from (a turn is short next to
@@ -165,6 +168,7 @@ class Reactor {
   char next_id_[32] = {};  // the last request id handed out (hex digits, no terminator)
   std::atomic<uint64_t> cut_requests_{0};  // read by the main thread after join
   std::atomic<bool> finished_{false};
+  std::unique_ptr<Resolver> resolver_;  // made on first use; posts into io_, so it ends first
   std::thread thread_;
 };
 

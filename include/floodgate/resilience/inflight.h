@@ -89,15 +89,11 @@ class InflightExemptions {
 // share one primitive, one state word and one set of reload rules (a lowered limit never revokes
 // a permit; in_flight() falls monotonically to the new limit).
 //
-// Cost. try_enter() below the limit is Admission's fast path: a load and one compare-and-swap on
-// the state word (plus a relaxed add to its admitted count, same cache line); releasing the
+// Cost. try_enter() is Admission::try_admit(): below the limit a load and one compare-and-swap
+// on the state word (plus a relaxed add to its admitted count, same cache line); at the cap one
+// relaxed load, and never the mutex (under overload refusals are most arrivals). Releasing the
 // Permit is one compare-and-swap (with no queue the "FIFO not empty" flag is never set, so a
-// release never takes the slow path). At the cap, try_enter() refuses on a relaxed read of the
-// state word and never calls Admission::admit(): admit() would refuse through its slow path,
-// under its mutex, and under overload refusals are most arrivals. Only an arrival that saw a free
-// slot and lost it to another thread in the instant before its compare-and-swap reaches that
-// slow path (counted by slow_refusals()); such races need a slot to open, so they number at most
-// about one per reactor per release, never one per refusal. Nothing allocates.
+// release never takes the slow path). Nothing allocates.
 //
 // Thread-safety: every member from any thread. Memory ordering: entering acquires and releasing
 // releases, like a semaphore; nothing relies on it. Observers are relaxed snapshots.
@@ -111,11 +107,7 @@ class InflightCap {
 
   // A slot, held by the returned Permit until it is destroyed or released (exactly once, by
   // construction); an empty Permit when the cap is full. Never blocks, never queues.
-  [[nodiscard]] Permit try_enter() noexcept {
-    const uint32_t limit = admission_.limit();
-    if (limit != 0 && admission_.active() >= static_cast<int64_t>(limit)) return {};
-    return std::move(admission_.admit(unused_).permit);
-  }
+  [[nodiscard]] Permit try_enter() noexcept { return admission_.try_admit(); }
 
   // A reload: takes effect at once; 0 = unlimited. Lowering it revokes nothing.
   void set_limit(uint32_t limit) noexcept { admission_.set_limits({.max_active = limit}); }
@@ -124,17 +116,9 @@ class InflightCap {
   int64_t in_flight() const noexcept { return admission_.active(); }
   uint32_t limit() const noexcept { return admission_.limit(); }  // 0 = unlimited
   uint64_t admitted() const noexcept { return admission_.admitted(); }
-  // Refusals that went through Admission's locked slow path (the race above); for tests and
-  // benchmarks. Every other refusal is counted by the caller.
-  uint64_t slow_refusals() const noexcept { return admission_.rejected(); }
 
  private:
-  static void never_completes(void*, AdmitStatus) noexcept {}
-
   Admission admission_;
-  // Admission::admit() takes a waiter to park; with max_pending = 0 it never parks it and never
-  // touches it (it reads its state in a debug assertion), so one node serves every thread.
-  AdmissionWaiter unused_{&InflightCap::never_completes, nullptr};
 };
 
 }  // namespace floodgate::resilience

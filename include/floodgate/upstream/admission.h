@@ -169,6 +169,11 @@ class Admission {
   // outcome unless cancel() returns true first. rejected: the queue is full (or there is none).
   // Precondition: `waiter` is not queued and has no untaken grant. It is only touched if queued.
   [[nodiscard]] inline Result admit(AdmissionWaiter& waiter) noexcept;
+  // A slot at once, or an empty Permit: never queues and never takes the lock, and never
+  // barges past parked waiters (the front in-flight cap, which has no queue). A slot counts as
+  // admitted; a refusal is not counted here (the caller counts it, per reactor, off the shared
+  // cache line).
+  [[nodiscard]] inline Permit try_admit() noexcept;
 
   // Takes effect at once; see the file comment. Runs completions of the waiters it grants or
   // rejects on this thread, oldest first, after dropping the lock.
@@ -256,6 +261,18 @@ Admission::Result Admission::admit(AdmissionWaiter& waiter) noexcept {
     }
   }
   return admit_slow(waiter);
+}
+
+Permit Admission::try_admit() noexcept {
+  uint64_t word = word_.load(std::memory_order_relaxed);
+  while ((word & kQueuedFlag) == 0 && count_of(word) < limit_of(word)) {
+    if (word_.compare_exchange_weak(word, word + 1, std::memory_order_acquire,
+                                    std::memory_order_relaxed)) {
+      admitted_.fetch_add(1, std::memory_order_relaxed);
+      return Permit(*this);
+    }
+  }
+  return {};
 }
 
 void Admission::release_slot() noexcept {

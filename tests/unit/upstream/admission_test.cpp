@@ -68,6 +68,32 @@ TEST(Admission, WithoutAQueueRejectsAtOnce) {
   EXPECT_EQ(admission.rejected(), 1u);
 }
 
+TEST(Admission, TryAdmitTakesAFreeSlotAndRefusesAtTheLimitWithoutCountingIt) {
+  Admission admission({.max_active = 2, .max_pending = 0});
+  Permit a = admission.try_admit();
+  Permit b = admission.try_admit();
+  EXPECT_TRUE(a);
+  EXPECT_TRUE(b);
+  EXPECT_FALSE(admission.try_admit());
+  EXPECT_EQ(admission.active(), 2);
+  EXPECT_EQ(admission.admitted(), 2u);
+  EXPECT_EQ(admission.rejected(), 0u);  // the caller counts its refusals
+  a.release();
+  EXPECT_TRUE(admission.try_admit());
+}
+
+TEST(Admission, TryAdmitNeverBargesPastAParkedWaiter) {
+  Admission admission({.max_active = 1, .max_pending = 1});
+  auto permits = admit_n(admission, 1);
+  Parked waiting;
+  ASSERT_EQ(admission.admit(waiting.waiter).status, AdmitStatus::queued);
+  permits.clear();  // the slot is handed to the waiter, not left for try_admit()
+  EXPECT_FALSE(admission.try_admit());
+  EXPECT_EQ(admission.active(), 1);
+  EXPECT_TRUE(waiting.granted());
+  EXPECT_TRUE(waiting.waiter.take_permit());
+}
+
 TEST(Admission, ZeroMaxActiveMeansUnlimited) {
   Admission admission({.max_active = 0, .max_pending = 0});
   auto permits = admit_n(admission, 10'000);
