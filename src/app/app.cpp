@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "admin_server.h"
+#include "config_diff.h"
 #include "floodgate/config/config.h"
 #include "floodgate/core/heap_count.h"
 #include "floodgate/health/checker.h"
@@ -110,103 +111,6 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", std::chrono::floor<std::chrono::seconds>(t),
                      ms.count() % 1000);
-}
-
-bool same_policy(const UpstreamParams& a, const UpstreamParams& b) {
-  return a.balance == b.balance && a.connect_timeout == b.connect_timeout &&
-         a.response_timeout == b.response_timeout && a.keepalive == b.keepalive &&
-         a.keepalive_timeout == b.keepalive_timeout && a.resilience == b.resilience &&
-         a.health == b.health;
-}
-
-// What activating `next` would change against `active` (POST /config/preview).
-boost::json::object diff(const config::Config& active, const config::Config& next) {
-  namespace json = boost::json;
-  json::array pools_added, pools_removed, pools_changed, routes_added, routes_removed,
-      routes_changed;
-  json::array servers_added, servers_removed, servers_changed, policies_changed;
-  auto find_pool = [](const config::Config& c, const std::string& name) -> const UpstreamParams* {
-    for (const auto& u : c.upstreams) {
-      if (u.name == name) return &u;
-    }
-    return nullptr;
-  };
-  for (const auto& u : next.upstreams) {
-    const UpstreamParams* old = find_pool(active, u.name);
-    if (old == nullptr) {
-      pools_added.emplace_back(json::string(u.name));
-      continue;
-    }
-    bool changed = false;
-    for (const auto& srv : u.servers) {
-      const auto it = std::find_if(old->servers.begin(), old->servers.end(), [&](const auto& o) {
-        return o.address.text == srv.address.text;
-      });
-      if (it == old->servers.end()) {
-        servers_added.push_back(json::object{{"upstream", u.name}, {"server", srv.address.text}});
-        changed = true;
-      } else if (it->weight != srv.weight) {
-        servers_changed.push_back(json::object{
-            {"upstream", u.name}, {"server", srv.address.text}, {"weight", srv.weight}});
-        changed = true;
-      }
-    }
-    for (const auto& o : old->servers) {
-      const bool kept = std::any_of(u.servers.begin(), u.servers.end(), [&](const auto& n) {
-        return n.address.text == o.address.text;
-      });
-      if (!kept) {
-        servers_removed.push_back(json::object{{"upstream", u.name}, {"server", o.address.text}});
-        changed = true;
-      }
-    }
-    if (!same_policy(*old, u)) {
-      policies_changed.emplace_back(json::string(u.name));
-      changed = true;
-    }
-    if (changed) pools_changed.emplace_back(json::string(u.name));
-  }
-  for (const auto& o : active.upstreams) {
-    if (find_pool(next, o.name) == nullptr) pools_removed.emplace_back(json::string(o.name));
-  }
-  auto route_key = [](const RouteParams& r) { return r.host + r.path_prefix; };
-  auto route_json = [](const RouteParams& r) {
-    return json::object{{"host", r.host}, {"path_prefix", r.path_prefix}, {"upstream", r.upstream}};
-  };
-  for (const auto& r : next.routes) {
-    const auto it = std::find_if(active.routes.begin(), active.routes.end(),
-                                 [&](const auto& o) { return route_key(o) == route_key(r); });
-    if (it == active.routes.end()) {
-      routes_added.push_back(route_json(r));
-    } else if (it->upstream != r.upstream) {
-      routes_changed.push_back(route_json(r));
-    }
-  }
-  for (const auto& o : active.routes) {
-    const bool kept = std::any_of(next.routes.begin(), next.routes.end(),
-                                  [&](const auto& r) { return route_key(r) == route_key(o); });
-    if (!kept) routes_removed.push_back(route_json(o));
-  }
-  // [resilience]: every key is reloadable; a sub-table is listed when any of its keys differ.
-  json::array resilience_changed;
-  const resilience::Params& was = active.resilience;
-  const resilience::Params& will = next.resilience;
-  if (was.inflight != will.inflight) resilience_changed.emplace_back("inflight");
-  if (was.memory_guard != will.memory_guard) resilience_changed.emplace_back("memory_guard");
-  if (was.protocol != will.protocol) resilience_changed.emplace_back("protocol");
-  return json::object{
-      {"pools",
-       json::object{
-           {"added", pools_added}, {"removed", pools_removed}, {"changed", pools_changed}}},
-      {"servers",
-       json::object{
-           {"added", servers_added}, {"removed", servers_removed}, {"changed", servers_changed}}},
-      {"routes",
-       json::object{
-           {"added", routes_added}, {"removed", routes_removed}, {"changed", routes_changed}}},
-      {"policies", json::object{{"changed", policies_changed}}},
-      {"resilience", json::object{{"changed", resilience_changed}}},
-  };
 }
 
 // What the health task probes in `snap`: every peer of every pool (those of pools without
@@ -485,13 +389,14 @@ class Process {
   void publish(Generations::Entry next, std::function<void()> served) {
     std::shared_ptr<const proxy::Snapshot> old = gens_.active().snapshot;
     const auto snap = next.snapshot;
+    const std::string changes = summarize(config_diff(gens_.active().config, next.config));
     gens_.activate(std::move(next));
     install_everywhere(snap, std::move(served));
     ++reloads_ok_;
     last_success_ = std::chrono::system_clock::now();
     track_retirement(old);
-    spdlog::info("generation {} active ({}); generation {} retiring", snap->generation,
-                 snap->sha256, old->generation);
+    spdlog::info("generation {} active ({}): {}; generation {} retiring", snap->generation,
+                 snap->sha256, changes, old->generation);
   }
 
   // Posts `snap` to every reactor; once all of them serve it, it is what GET /config reports
@@ -598,7 +503,7 @@ class Process {
     if (action == "preview") {
       Outcome o = apply(req.body, "request body", false);
       if (!o.validation.ok()) return invalid(o.validation);
-      json::object changes = diff(gens_.active().config, *o.validation.config);
+      json::object changes = config_diff(gens_.active().config, *o.validation.config);
       changes["generation"] = gens_.active().snapshot->generation;
       return reply(200, changes);
     }

@@ -66,25 +66,21 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     std::map<std::string, uint32_t> seen;  // address -> occurrences so far in this pool
     for (std::size_t s = 0; s < up->params.servers.size(); ++s) {
       const ServerEntry& entry = up->params.servers[s];
-      auto& slot = backends_[{up->params.name, entry.address.text, seen[entry.address.text]++}];
-      std::shared_ptr<proxy::Backend> b = slot.lock();
-      if (!b) {
-        boost::asio::ip::tcp::endpoint endpoint;
-        try {
-          endpoint = to_tcp(entry.address);
-        } catch (const std::exception& e) {
-          throw std::runtime_error("upstreams[" + std::to_string(i) + "].servers[" +
-                                   std::to_string(s) + "]: " + e.what());
-        }
-        b = std::make_shared<proxy::Backend>(entry.address, endpoint, reactors_);
-        slot = b;
-      }
+      std::shared_ptr<proxy::Backend> b =
+          backends_.get({up->params.name, entry.address.text, seen[entry.address.text]++}, [&] {
+            boost::asio::ip::tcp::endpoint endpoint;
+            try {
+              endpoint = to_tcp(entry.address);
+            } catch (const std::exception& e) {
+              throw std::runtime_error("upstreams[" + std::to_string(i) + "].servers[" +
+                                       std::to_string(s) + "]: " + e.what());
+            }
+            return std::make_shared<proxy::Backend>(entry.address, endpoint, reactors_);
+          });
       up->weights.push_back(entry.weight);
       up->backends.push_back(std::move(b));
     }
-    std::shared_ptr<proxy::Pool>& pool = pools_[up->params.name];
-    if (!pool) pool = std::make_shared<proxy::Pool>();
-    up->pool = pool;
+    up->pool = pools_.get(up->params.name, [] { return std::make_shared<proxy::Pool>(); });
     up->policy = policy_of(up->params.resilience);
     for (std::size_t r = 0; r < kPoolRejections.size(); ++r) {
       for (int close = 0; close < 2; ++close) {
@@ -113,10 +109,7 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
       resilience::resolve_max_inflight(cfg.resilience.inflight, reactors_, capacities);
   snap->front_state = front_;
   snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);
-  // Forget backends no generation holds any more.
-  for (auto it = backends_.begin(); it != backends_.end();) {
-    it = it->second.expired() ? backends_.erase(it) : std::next(it);
-  }
+  backends_.sweep();  // forget backends no generation holds any more
   ++next_number_;
   return Entry{std::move(snap), cfg};
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "floodgate/config/config.h"
+#include "floodgate/core/registry.h"
 #include "floodgate/proxy/snapshot.h"
 
 namespace floodgate::app {
@@ -71,10 +72,11 @@ class Generations {
   // A peer's identity, (pool name, address as written, which occurrence of the address in the
   // pool), -> its Backend while some generation holds it. The occurrence keeps two entries
   // with one address apart (each its own health state and in-flight count).
-  std::map<std::tuple<std::string, std::string, uint32_t>, std::weak_ptr<proxy::Backend>> backends_;
+  Registry<std::tuple<std::string, std::string, uint32_t>, proxy::Backend, Retention::referenced>
+      backends_;
   // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
   // removed and added back finds its counters (and any request still on it) where it left them.
-  std::unordered_map<std::string, std::shared_ptr<proxy::Pool>> pools_;
+  Registry<std::string, proxy::Pool, Retention::process> pools_;
   // The front stages' process-wide state: the in-flight cap's count, the memory sample.
   std::shared_ptr<proxy::FrontState> front_ = std::make_shared<proxy::FrontState>();
   Entry active_;

@@ -247,7 +247,8 @@ class Reloads(FloodgateTestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(body["pools"]["added"], ["b"])
         self.assertEqual(body["routes"]["added"],
-                         [{"host": "b.test", "path_prefix": "/", "upstream": "b"}])
+                         [{"host": "b.test", "path_prefix": "/", "upstream": "b",
+                           "allow_h2c_upgrade": False}])
         self.assertEqual(body["pools"]["removed"], [])
         status, body = admin_post(self.fg.admin_port, "/config/preview", b"[server]\nworkers = x\n")
         self.assertEqual(status, 422)

@@ -25,6 +25,7 @@ struct Config {
   std::vector<UpstreamParams> upstreams;
   std::vector<RouteParams> routes;
   resilience::Params resilience;  // [resilience]
+  bool operator==(const Config&) const = default;
 };
 
 struct Diagnostic {

@@ -29,11 +29,13 @@ struct ServerParams {
   // Request buffers and response buffers (each pool) a reactor lends out at once -> 503
   // buffers_exhausted. Read at start (like the buffer sizes); bounds buffer memory per reactor.
   uint32_t max_buffers_per_reactor = 16384;
+  bool operator==(const ServerParams&) const = default;
 };
 
 struct AdminParams {
   Endpoint listen{"127.0.0.1", 9901, "127.0.0.1:9901"};
   std::string token;  // when not empty, every POST needs "Authorization: Bearer <token>"
+  bool operator==(const AdminParams&) const = default;
 };
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
@@ -43,6 +45,7 @@ struct LogParams {
   LogLevel level = LogLevel::info;
   std::string access_log = "stderr";  // "stderr", a file path, or "off"
   AccessLogFormat access_log_format = AccessLogFormat::json;
+  bool operator==(const LogParams&) const = default;
 };
 
 }  // namespace floodgate

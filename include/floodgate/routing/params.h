@@ -16,6 +16,7 @@ struct RouteParams {
   std::string path_prefix = "/";   // byte prefix of the normalised path; no '?' or '#'
   std::string upstream;            // name of an [[upstreams]] entry
   bool allow_h2c_upgrade = false;  // forward "Upgrade: h2c" (otherwise removed)
+  bool operator==(const RouteParams&) const = default;
 };
 
 }  // namespace floodgate

@@ -16,6 +16,7 @@ enum class Balance { round_robin, least_active, p2c };
 struct ServerEntry {
   Endpoint address;
   uint32_t weight = 1;  // 1..1000; only round_robin uses it
+  bool operator==(const ServerEntry&) const = default;
 };
 
 // [upstreams.resilience]: the pool's admission policy (docs/configuration.md). The defaults
@@ -60,6 +61,7 @@ struct UpstreamParams {
   std::chrono::milliseconds keepalive_timeout{60'000};
   ResilienceParams resilience;
   std::optional<HealthParams> health;  // absent: no active health checks
+  bool operator==(const UpstreamParams&) const = default;
 };
 
 }  // namespace floodgate
