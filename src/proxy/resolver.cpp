@@ -17,7 +17,6 @@ Resolver::Result lookup(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_ADDRCONFIG;
   addrinfo* list = nullptr;
   Resolver::Result r;
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0 || list == nullptr) {
