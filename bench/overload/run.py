@@ -10,6 +10,9 @@ generator whose clients give up after --timeout-ms. Arms:
   nginx      `server ... max_conns=W` (nginx-light has no upstream queue: excess is a fast 502)
   floodgate  [upstreams.resilience] max_active_requests = W, a short pending queue with a
              pending_timeout, 503 + Retry-After beyond it
+  floodgate-cap  the front in-flight cap alone ([resilience.inflight] max_inflight = W, no
+             pool limit): the backend never queues, and the excess is a 429 decided before
+             routing; its rejection latency is what a refusal costs (docs/resilience.md)
 
 Tests, interleaved (for each test every arm runs once, in an order that rotates per test):
   steady Lx  --warmup s at 0.5x capacity, then --duration s at Lx (measured), L in --levels
@@ -40,7 +43,7 @@ sys.path.insert(0, BENCH)
 import compare  # noqa: E402  (host_cpu, versions)
 import targets  # noqa: E402  (ports, process tree, CPU, Stack)
 
-ARMS = ("direct", "haproxy", "nginx", "floodgate")
+ARMS = ("direct", "haproxy", "nginx", "floodgate", "floodgate-cap")
 
 
 # --- options --------------------------------------------------------------------------------
@@ -178,6 +181,15 @@ retry_after = "{args.fg_retry_after}"
 """)
 
 
+def floodgate_cap_config(args, port, admin_port, backend_port):
+    """bench/targets.py's floodgate configuration with only the front in-flight cap."""
+    return targets.floodgate_config(port, admin_port, backend_port) + f"""
+[resilience.inflight]
+max_inflight = {args.workers}
+retry_after = "{args.fg_retry_after}"
+"""
+
+
 def floodgate_unavailable(args):
     """Why the floodgate arm cannot run (None if it can): the binary must exist and
     `floodgate check` must accept the lab's [upstreams.resilience] table."""
@@ -283,6 +295,12 @@ class Lab(targets.Stack):
             self._ports.add(admin)
             path = f"{d}/floodgate.toml"
             text = floodgate_config(self.args, port, admin, backend_port)
+            argv = [self.floodgate_bin, "-c", path]
+        elif arm == "floodgate-cap":
+            admin = targets.unused_port(self._ports | {backend_port})
+            self._ports.add(admin)
+            path = f"{d}/floodgate-cap.toml"
+            text = floodgate_cap_config(self.args, port, admin, backend_port)
             argv = [self.floodgate_bin, "-c", path]
         else:
             raise ValueError(arm)
@@ -543,11 +561,12 @@ def main():
     targets.exit_on_signals()
     build(args)
     skipped = {}
-    if "floodgate" in args.arms:
-        why = floodgate_unavailable(args)
-        if why:
-            print(f"floodgate arm skipped: {why}", file=sys.stderr)
-            skipped["floodgate"] = why
+    for arm in ("floodgate", "floodgate-cap"):
+        if arm in args.arms:
+            why = floodgate_unavailable(args)
+            if why:
+                print(f"{arm} arm skipped: {why}", file=sys.stderr)
+                skipped[arm] = why
     arms = [a for a in args.arms if a not in skipped]
     tests = make_tests(args)
     total = sum(sum(s for s, _ in t["phases"]) + 3 for t in tests) * len(arms)

@@ -1,0 +1,192 @@
+// Process: start-up, the main loop, signals, draining and shutdown (process.h).
+#include "process.h"
+
+#include <malloc.h>
+
+#include <csignal>
+#include <utility>
+
+#include "floodgate/core/heap_count.h"
+
+namespace floodgate::app {
+
+int Process::start() {
+  const unsigned workers = resolved_workers(start_.server);
+  try {
+    for (unsigned i = 0; i < workers; ++i) {
+      reactors_.push_back(
+          std::make_unique<proxy::Reactor>(i, gens_.active().snapshot, access_log_));
+    }
+  } catch (const std::system_error& ex) {
+    return fail(path_ + ": " + ex.what());
+  }
+  const proxy::Reactor& first = *reactors_.front();
+  if (first.io_engine() == IoEngine::io_uring) {
+    spdlog::info("event loop: io_uring");
+  } else if (const std::string why = first.io_fallback_reason(); !why.empty()) {
+    spdlog::warn("event loop: epoll, because {} (server.io = \"epoll\" silences this)", why);
+  } else {
+    spdlog::info("event loop: epoll");
+  }
+  for (const Endpoint& e : start_.server.listen) {
+    try {
+      auto at = to_tcp(e);
+      // Every reactor binds the same address (SO_REUSEPORT); port 0 is resolved by the first.
+      for (auto& r : reactors_) at = r->listen(at, e.text);
+      spdlog::info("listening on {}", at.address().to_string() + ":" + std::to_string(at.port()));
+    } catch (const std::exception& ex) {
+      return fail(path_ + ": server.listen: cannot listen on " + e.text + ": " + ex.what());
+    }
+  }
+  try {
+    admin_.emplace(
+        io_, to_tcp(start_.admin.listen),
+        AdminServer::Handlers{
+            [this](std::string& out) { render_metrics(out); }, [this] { return draining_; },
+            [this](const AdminServer::Request& r,
+                   const std::function<void(AdminServer::Response)>& reply) { control(r, reply); },
+            [this](std::string_view authorization) {
+              // The token of the active generation (a reload may change it).
+              const std::string& token = gens_.active().config.admin.token;
+              return token.empty() || AdminServer::bearer_token_matches(authorization, token);
+            }});
+  } catch (const std::exception& e) {
+    return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
+                e.what());
+  }
+  for (auto& r : reactors_) r->start();
+  health_.start();
+  health_.update(gens_.active().snapshot->generation, health_targets(*gens_.active().snapshot));
+  spdlog::info("started {} worker(s); admin on {}; generation 1 ({})", workers,
+               start_.admin.listen.text, gens_.active().snapshot->sha256);
+  log_front(*gens_.active().snapshot, gens_.active().config);
+  sampler_.refresh();
+  if (const auto& m = sampler_.last(); m && !resilience::has_swap(*m)) {
+    spdlog::warn(
+        "this host has no swap: the memory guard (resilience.memory_guard) sees only "
+        "MemAvailable, so a burst of writes can reach the OOM killer before the guard refuses "
+        "them; consider adding swap");
+  }
+  return 0;
+}
+
+int Process::run() {
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.add(SIGHUP);
+  signals_.add(SIGUSR1);
+  wait_signal();
+  poll_trimmed();
+  poll_memory();
+  // Every listener is up (start()) and signals are caught from here on, so a stop is a
+  // drain: tell systemd.
+  notifier_.ready(gens_.active().snapshot->generation);
+  io_.run();
+  for (auto& r : reactors_) r->join();
+  health_.stop();
+  const uint64_t cut = [this] {
+    uint64_t n = 0;
+    for (auto& r : reactors_) n += r->cut_requests();
+    return n;
+  }();
+  if (cut > 0) {
+    spdlog::warn("shutdown cut {} in-flight request(s)", cut);
+  } else {
+    spdlog::info("shutdown complete");
+  }
+  access_log_.flush();
+  return 0;
+}
+
+void Process::wait_signal() {
+  signals_.async_wait([this](const error_code& ec, int sig) {
+    if (ec) return;
+    if (sig == SIGHUP) {
+      if (!draining_) {
+        spdlog::info("SIGHUP: reloading {}", path_);
+        std::string source;
+        if (read_config_file(source)) {
+          reload(source, path_, "SIGHUP");
+        } else {
+          ++reloads_failed_;
+          spdlog::error("reload (SIGHUP) refused: cannot read {}: {}", path_, source);
+        }
+      }
+    } else if (sig == SIGUSR1) {
+      access_log_.reopen();
+      spdlog::info("SIGUSR1: log files reopened");
+    } else if (!draining_) {
+      begin_drain(sig);
+    } else {
+      spdlog::warn("second signal: closing in-flight requests now");
+      force();
+    }
+    wait_signal();
+  });
+}
+
+void Process::begin_drain(int sig) {
+  draining_ = true;
+  notifier_.stopping();
+  const auto drain_timeout = gens_.active().snapshot->server.drain_timeout;
+  spdlog::info("{} received: draining (at most {} ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               drain_timeout.count());
+  for (auto& r : reactors_) r->drain();
+  drain_timer_.expires_after(drain_timeout);
+  drain_timer_.async_wait([this](const error_code& ec) {
+    if (ec) return;
+    spdlog::warn("drain_timeout reached: closing in-flight requests");
+    force();
+  });
+  poll_done();
+}
+
+void Process::force() {
+  for (auto& r : reactors_) r->force_close();
+}
+
+void Process::poll_memory() {
+  memory_timer_.expires_after(std::chrono::milliseconds(250));
+  memory_timer_.async_wait([this](const error_code& ec) {
+    if (ec) return;
+    sampler_.refresh();
+    poll_memory();
+  });
+}
+
+void Process::poll_trimmed() {
+  trim_timer_.expires_after(std::chrono::seconds(10));
+  trim_timer_.async_wait([this](const error_code& ec) {
+    if (ec) return;
+    uint64_t trimmed = 0;
+    for (auto& r : reactors_) {
+      for (const auto kind : {BufferPoolKind::request, BufferPoolKind::response}) {
+        trimmed += r->metrics().buffer_pool(kind).trimmed_bytes.value();
+      }
+    }
+    if (trimmed != trimmed_seen_) {
+      trimmed_seen_ = trimmed;
+      if constexpr (kGlibcHeap) ::malloc_trim(0);
+    }
+    poll_trimmed();
+  });
+}
+
+void Process::poll_done() {
+  poll_timer_.expires_after(std::chrono::milliseconds(20));
+  poll_timer_.async_wait([this](const error_code& ec) {
+    if (ec) return;
+    bool all_done = true;
+    for (auto& r : reactors_) all_done = all_done && r->finished();
+    if (!all_done) return poll_done();
+    drain_timer_.cancel();
+    retire_timer_.cancel();
+    trim_timer_.cancel();
+    memory_timer_.cancel();
+    signals_.cancel();
+    if (admin_) admin_->close();
+    io_.stop();
+  });
+}
+
+}  // namespace floodgate::app
