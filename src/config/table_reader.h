@@ -124,7 +124,8 @@ class TableReader {
   // Calls read(TableReader&, index) for each table of the array of tables `key`. When the
   // array is absent or empty and `if_missing` is not empty, records it as an error.
   template <class F>
-  void tables(std::string_view key, std::string title, std::string_view if_missing, F&& read) {
+  void tables(std::string_view key, const std::string& title, std::string_view if_missing,
+              F&& read) {
     const toml::array* items = tables_array(key, if_missing);
     for (size_t i = 0; items && i < items->size(); ++i) {
       if (const toml::table* t = element_table(*items, key, i)) {

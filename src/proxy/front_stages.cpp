@@ -112,7 +112,7 @@ class ProtocolStage final : public Stage {
 }  // namespace
 
 Chain build_front_chain(const resilience::Params& params, uint32_t max_inflight,
-                        std::shared_ptr<FrontState> state) {
+                        const std::shared_ptr<FrontState>& state) {
   std::vector<std::unique_ptr<const Stage>> stages;
   if (max_inflight != 0) stages.push_back(std::make_unique<InflightStage>(params.inflight, state));
   if (params.memory_guard.automatic || params.memory_guard.min_available_mib != 0) {

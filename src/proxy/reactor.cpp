@@ -71,7 +71,13 @@ Reactor::~Reactor() {
   if (resolver_) {
     resolver_.reset();
     io_.restart();
-    io_.poll();
+    try {
+      io_.poll();
+    } catch (...) {
+      // A completion that throws here (none does: they only drop a closed session) would
+      // leave sessions the members below still serve: nothing can be released safely.
+      std::terminate();
+    }
   }
   // Pooled connections hold a reference on themselves through the pool: drop them.
   close_idle_connections(nullptr);

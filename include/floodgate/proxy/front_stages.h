@@ -28,6 +28,6 @@ struct FrontState {
 // the generation's max_inflight becomes the cap's limit when the generation is activated
 // (app::Generations), so building a preview changes nothing live.
 Chain build_front_chain(const resilience::Params& params, uint32_t max_inflight,
-                        std::shared_ptr<FrontState> state);
+                        const std::shared_ptr<FrontState>& state);
 
 }  // namespace floodgate::proxy
