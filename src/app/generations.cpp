@@ -141,9 +141,7 @@ proxy::Policy policy_of(const ResilienceParams& r) {
   p.limits = AdmissionLimits{r.max_active_requests, r.max_pending_requests};
   p.max_active_per_backend = r.max_active_per_backend;
   p.pending_timeout = r.pending_timeout;
-  // Retry-After is in whole seconds (RFC 9110 section 10.2.3): rounded up, at least 1.
-  const auto seconds = (r.retry_after.count() + 999) / 1000;
-  p.retry_after_seconds = static_cast<uint32_t>(std::max<int64_t>(1, seconds));
+  p.retry_after_seconds = http::retry_after_seconds(r.retry_after);
   return p;
 }
 

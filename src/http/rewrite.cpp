@@ -391,15 +391,33 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
   return out.ok();
 }
 
-std::string build_generated_response(Reason reason, bool close, uint32_t retry_after_seconds) {
-  const ReasonInfo& ri = info(reason);
+namespace {
+
+// The status line phrase floodgate uses for `status`: the first reason that answers with it.
+std::string_view phrase_of(int status) {
+  for (const ReasonInfo& ri : kReasons) {
+    if (ri.status == status) return ri.phrase;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string build_generated_response(const GeneratedResponseParams& p) {
+  const ReasonInfo& ri = info(p.reason);
+  const bool own_status = p.status == 0 || p.status == ri.status;
+  const int status = own_status ? ri.status : p.status;
+  const std::string_view phrase = own_status ? ri.phrase : phrase_of(status);
   const std::string body = std::string(ri.name) + ": " + std::string(ri.body) + "\n";
-  std::string s = "HTTP/1.1 " + std::to_string(ri.status) + " " + std::string(ri.phrase) + "\r\n";
+  std::string s = "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase) + "\r\n";
+  s += p.extra_headers;
   s += "Content-Type: text/plain; charset=utf-8\r\n";
   s += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-  if (retry_after_seconds != 0) s += "Retry-After: " + std::to_string(retry_after_seconds) + "\r\n";
+  if (p.retry_after_seconds != 0) {
+    s += "Retry-After: " + std::to_string(p.retry_after_seconds) + "\r\n";
+  }
   s += "X-Floodgate-Reason: " + std::string(ri.name) + "\r\n";
-  s += close ? "Connection: close\r\n\r\n" : "\r\n";
+  s += p.close ? "Connection: close\r\n\r\n" : "\r\n";
   s += body;
   return s;
 }

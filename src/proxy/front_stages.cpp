@@ -1,6 +1,5 @@
 #include "floodgate/proxy/front_stages.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,28 +10,18 @@ namespace floodgate::proxy {
 
 namespace {
 
-uint32_t whole_seconds(std::chrono::milliseconds d) {
-  // Retry-After is in whole seconds (RFC 9110 section 10.2.3): rounded up, at least 1.
-  return static_cast<uint32_t>(std::max<int64_t>(1, (d.count() + 999) / 1000));
-}
-
 // floodgate's generated answer for `reason`, with `status` instead of the reason's own and
 // `extra` header lines ("Name: value\r\n") after the status line.
 PrebuiltAnswer prebuild(Reason reason, uint32_t retry_after, int status = 0,
                         std::string_view extra = {}) {
   PrebuiltAnswer a;
   for (const bool close : {false, true}) {
-    std::string s = http::build_generated_response(reason, close, retry_after);
-    const std::size_t line_end = s.find("\r\n") + 2;
-    if (status != 0 && status != info(reason).status) {
-      const std::string_view phrase = status == 405   ? "Method Not Allowed"
-                                      : status == 403 ? "Forbidden"
-                                                      : "Bad Request";
-      s.replace(0, line_end,
-                "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase) + "\r\n");
-    }
-    s.insert(s.find("\r\n") + 2, extra);
-    (close ? a.close : a.keep_alive) = std::move(s);
+    (close ? a.close : a.keep_alive) =
+        http::build_generated_response({.reason = reason,
+                                        .close = close,
+                                        .retry_after_seconds = retry_after,
+                                        .status = status,
+                                        .extra_headers = extra});
   }
   return a;
 }
@@ -43,7 +32,7 @@ class InflightStage final : public Stage {
       : Stage(StageId::inflight, p.mode),
         exemptions_(p),
         state_(std::move(state)),
-        answer_(prebuild(Reason::inflight_cap, whole_seconds(p.retry_after))) {}
+        answer_(prebuild(Reason::inflight_cap, http::retry_after_seconds(p.retry_after))) {}
 
   Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
     if (exemptions_.exempt(ex.request)) return Decision::go();

@@ -6,6 +6,9 @@
 // Sans-I/O and allocation-free: inputs are a parsed head, outputs are bytes in a Writer.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "floodgate/core/reason.h"
@@ -110,9 +113,31 @@ inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
 // The complete response floodgate sends when it answers `reason` itself. Built once; the
 // returned view stays valid for the life of the process. `close` adds Connection: close.
 std::string_view generated_response(Reason reason, bool close);
-// The same response with `Retry-After: retry_after_seconds` (0 = no Retry-After), built anew:
-// for responses prebuilt per configuration generation (a pool's admission rejections).
-std::string build_generated_response(Reason reason, bool close, uint32_t retry_after_seconds);
+
+// What a generated response built anew says beyond its reason: for responses prebuilt per
+// configuration generation (a pool's admission rejections, the front stages' refusals).
+struct GeneratedResponseParams {
+  Reason reason = Reason::bad_request;
+  bool close = false;                // adds Connection: close
+  uint32_t retry_after_seconds = 0;  // Retry-After value; 0 = no Retry-After
+  int status = 0;                    // 0 = the reason's own status
+  std::string_view extra_headers{};  // "Name: value\r\n" lines, right after the status line
+};
+// The response generated_response() gives, shaped by `p`. An overridden status takes its
+// phrase from the first reason in kReasons with that status (none there: an empty phrase).
+std::string build_generated_response(const GeneratedResponseParams& p);
+// The same as build_generated_response({reason, close, retry_after_seconds}).
+inline std::string build_generated_response(Reason reason, bool close,
+                                            uint32_t retry_after_seconds) {
+  return build_generated_response(GeneratedResponseParams{reason, close, retry_after_seconds});
+}
+
+// A Retry-After value from a configured duration: whole seconds (RFC 9110 section 10.2.3),
+// rounded up, at least 1.
+constexpr uint32_t retry_after_seconds(std::chrono::milliseconds d) {
+  const int64_t seconds = (d.count() + 999) / 1000;
+  return static_cast<uint32_t>(seconds < 1 ? 1 : seconds);
+}
 
 // Whether floodgate closes the client connection after answering `reason` itself.
 constexpr bool closes_connection(Reason r) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,51 @@ TEST(GeneratedResponse, ClosingAndKeepAliveVariantsDifferOnlyInConnection) {
     close.erase(close.find("Connection: close\r\n"), 19);
     EXPECT_EQ(close, keep) << info(reason).name;
   }
+}
+
+TEST(GeneratedResponse, WithAStatusOverrideCarriesThatStatusTheExtraHeadersAndRetryAfter) {
+  const std::string body = "connect_denied: CONNECT to this authority is not allowed\n";
+  const std::string head =
+      "HTTP/1.1 405 Method Not Allowed\r\n"
+      "Allow: GET, HEAD\r\n"
+      "Content-Type: text/plain; charset=utf-8\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) +
+      "\r\n"
+      "Retry-After: 7\r\n"
+      "X-Floodgate-Reason: connect_denied\r\n";
+  for (const bool close : {false, true}) {
+    const std::string bytes = build_generated_response({.reason = Reason::connect_denied,
+                                                        .close = close,
+                                                        .retry_after_seconds = 7,
+                                                        .status = 405,
+                                                        .extra_headers = "Allow: GET, HEAD\r\n"});
+    EXPECT_EQ(bytes, head + (close ? "Connection: close\r\n\r\n" : "\r\n") + body);
+    Message m(Parser::Kind::response, bytes);
+    ASSERT_EQ(m.parse_head(), Result::head_done);
+    EXPECT_EQ(m.parser().status(), 405);
+    EXPECT_EQ(m.values("Allow"), Values{"GET, HEAD"});
+  }
+}
+
+TEST(GeneratedResponse, WithTheReasonsOwnStatusAndNoExtrasIsTheSharedResponse) {
+  for (const Reason reason : every_reason()) {
+    for (const bool close : {false, true}) {
+      EXPECT_EQ(build_generated_response(
+                    {.reason = reason, .close = close, .status = info(reason).status}),
+                generated_response(reason, close))
+          << info(reason).name;
+    }
+  }
+}
+
+TEST(RetryAfterSeconds, RoundsUpToWholeSecondsAndIsAtLeastOne) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(retry_after_seconds(milliseconds(0)), 1u);
+  EXPECT_EQ(retry_after_seconds(milliseconds(1)), 1u);
+  EXPECT_EQ(retry_after_seconds(milliseconds(1'000)), 1u);
+  EXPECT_EQ(retry_after_seconds(milliseconds(1'001)), 2u);
+  EXPECT_EQ(retry_after_seconds(milliseconds(30'000)), 30u);
 }
 
 TEST(ClosesConnection, AfterRefusingTheClientsRequestButNotAfterBackendFaults) {
