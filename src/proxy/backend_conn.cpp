@@ -1,7 +1,6 @@
 #include "backend_conn.h"
 
 #include "floodgate/proxy/reactor.h"
-#include "session.h"
 
 namespace floodgate::proxy {
 
@@ -20,6 +19,7 @@ BackendConn::BackendConn(Reactor& r, uint32_t upstream_id, std::shared_ptr<Backe
 
 BackendConn::~BackendConn() {
   idle_timer.cancel();
+  set_owner(nullptr);
 }
 
 void BackendConn::close() {
@@ -28,7 +28,7 @@ void BackendConn::close() {
 }
 
 net::StreamOwner* BackendConn::stream_owner() {
-  return owner.get();
+  return owner_;
 }
 
 void BackendConn::on_ready() {

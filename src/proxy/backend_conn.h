@@ -1,5 +1,5 @@
 // One TCP connection to a backend, owned by a reactor. It is either in use by exactly one
-// Session (`owner`, where its completions go) or idle in the reactor's keep-alive pool.
+// attempt (its owner, where its completions go) or idle in the reactor's keep-alive pool.
 //
 // An idle connection has nothing pending: an event that says it became readable means the
 // backend closed it (or sent bytes nobody asked for), and it leaves the pool. So keeping a
@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
@@ -20,7 +21,6 @@
 namespace floodgate::proxy {
 
 class Reactor;
-class Session;
 
 class BackendConn final : public RefCounted<BackendConn>, public net::Stream {
  public:
@@ -41,10 +41,14 @@ class BackendConn final : public RefCounted<BackendConn>, public net::Stream {
   http::Parser parser{http::Parser::Kind::response};
   const uint32_t upstream;                 // the pool's id
   const std::shared_ptr<Backend> backend;  // its idle list lives there
-  // The session using this connection. A counted reference: a pending operation on the
-  // backend may be the only thing keeping the session alive. Cleared on release, which breaks
-  // the cycle.
-  Ref<Session> owner;
+  // The attempt using this connection, where its completions go; held while set (hold()):
+  // a pending operation on the backend may be the only thing keeping the client connection
+  // alive. Cleared when the attempt lets the connection go, which breaks the cycle.
+  void set_owner(net::StreamOwner* attempt) noexcept {
+    net::StreamOwner* const previous = std::exchange(owner_, attempt);
+    if (attempt != nullptr) attempt->hold();
+    if (previous != nullptr) previous->release();
+  }
   bool reused = false;  // served an earlier request (a failure may be a stale keep-alive)
 
   // Idle pool links and keep-alive expiry (managed by Reactor::put_idle/take_idle).
@@ -55,6 +59,7 @@ class BackendConn final : public RefCounted<BackendConn>, public net::Stream {
 
  private:
   net::StreamOwner* stream_owner() override;
+  net::StreamOwner* owner_ = nullptr;
 };
 
 }  // namespace floodgate::proxy

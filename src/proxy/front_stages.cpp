@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "floodgate/http/rewrite.h"
+#include "floodgate/proxy/exchange.h"
 
 namespace floodgate::proxy {
 

@@ -13,11 +13,11 @@
 #include <system_error>
 
 #include "backend_conn.h"
+#include "client_conn.h"
 #include "floodgate/core/heap_count.h"
 #include "floodgate/core/log_throttle.h"
 #include "floodgate/net/poller.h"
 #include "resolver.h"
-#include "session.h"
 
 namespace floodgate::proxy {
 
@@ -67,15 +67,15 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
 Reactor::~Reactor() {
   join();
   // The resolver's worker posts into io_: stop it, then run (on this thread, the reactor's
-  // being over) what it posted, so no completion outlives the sessions and pools it uses.
+  // being over) what it posted, so no completion outlives the client connections and pools it uses.
   if (resolver_) {
     resolver_.reset();
     io_.restart();
     try {
       io_.poll();
     } catch (...) {
-      // A completion that throws here (none does: they only drop a closed session) would
-      // leave sessions the members below still serve: nothing can be released safely.
+      // A completion that throws here (none does: they only drop a closed connection) would
+      // leave connections the members below still serve: nothing can be released safely.
       std::terminate();
     }
   }
@@ -91,7 +91,7 @@ void Reactor::activate(std::shared_ptr<const Snapshot> next, std::function<void(
 }
 
 // Makes `next` the generation new requests start on. Requests in progress keep theirs (a
-// Session holds a Ref to its ReactorGeneration). Idle connections to backends that `next`
+// an exchange holds a Ref to its ReactorGeneration). Idle connections to backends that `next`
 // does not list are closed; the others stay pooled, because their pool lives on by name.
 void Reactor::install(std::shared_ptr<const Snapshot> next) {
   for (const auto& up : next->upstreams) {
@@ -120,9 +120,9 @@ void Reactor::close_idle_connections(const Snapshot* keep) {
 
 void Reactor::retire(uint64_t generation) {
   post([this, generation] {
-    for (Session* s = sessions_; s != nullptr;) {
-      Ref<Session> keep(s);
-      Session* next = s->list_next;
+    for (ClientConn* s = clients_; s != nullptr;) {
+      Ref<ClientConn> keep(s);
+      ClientConn* next = s->list_next;
       s->on_generation_retired(generation, *current_->snapshot);
       s = next;
     }
@@ -174,7 +174,7 @@ class Reactor::Listener final : public net::PollTarget {
         return back_off(errno);
       }
       if (failing_) recovered();
-      Ref<Session> s(new Session(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer)));
+      Ref<ClientConn> s(new ClientConn(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer)));
       s->start();
     }
     reactor_.poller_->defer(*this);  // more may be waiting: continue after the other work
@@ -385,22 +385,22 @@ void Reactor::next_request_id(char* out) {
   std::memcpy(out, next_id_, sizeof(next_id_));
 }
 
-void Reactor::add_session(Session& s) {
-  s.list_next = sessions_;
+void Reactor::add_client(ClientConn& s) {
+  s.list_next = clients_;
   s.list_prev = nullptr;
-  if (sessions_ != nullptr) sessions_->list_prev = &s;
-  sessions_ = &s;
-  ++session_count_;
+  if (clients_ != nullptr) clients_->list_prev = &s;
+  clients_ = &s;
+  ++client_count_;
 }
 
-void Reactor::remove_session(Session& s) {
+void Reactor::remove_client(ClientConn& s) {
   if (s.list_prev != nullptr) {
     s.list_prev->list_next = s.list_next;
   } else {
-    sessions_ = s.list_next;
+    clients_ = s.list_next;
   }
   if (s.list_next != nullptr) s.list_next->list_prev = s.list_prev;
-  --session_count_;
+  --client_count_;
   if (draining_) maybe_finish();
 }
 
@@ -448,17 +448,17 @@ void Reactor::drain() {
   post([this] {
     draining_ = true;
     for (auto& l : listeners_) l->close();
-    close_idle_sessions();
+    close_idle_clients();
     close_idle_connections(nullptr);
     maybe_finish();
   });
 }
 
-void Reactor::close_idle_sessions() {
-  // Session::drain() may unlink the session: walk with a saved next pointer and a Ref.
-  for (Session* s = sessions_; s != nullptr;) {
-    Ref<Session> keep(s);
-    Session* next = s->list_next;
+void Reactor::close_idle_clients() {
+  // ClientConn::drain() may unlink the connection: walk with a saved next pointer and a Ref.
+  for (ClientConn* s = clients_; s != nullptr;) {
+    Ref<ClientConn> keep(s);
+    ClientConn* next = s->list_next;
     s->drain();
     s = next;
   }
@@ -468,9 +468,9 @@ void Reactor::force_close() {
   post([this] {
     draining_ = true;
     uint64_t cut = 0;
-    for (Session* s = sessions_; s != nullptr;) {
-      Ref<Session> keep(s);
-      Session* next = s->list_next;
+    for (ClientConn* s = clients_; s != nullptr;) {
+      Ref<ClientConn> keep(s);
+      ClientConn* next = s->list_next;
       if (s->force_close()) ++cut;
       s = next;
     }
@@ -482,7 +482,7 @@ void Reactor::force_close() {
 // Once draining and no connection is left, stop the tick so the io_context runs out of work
 // and the thread ends.
 void Reactor::maybe_finish() {
-  if (!draining_ || session_count_ != 0 || stopped_) return;
+  if (!draining_ || client_count_ != 0 || stopped_) return;
   stopped_ = true;
   poller_->stop();
 }

@@ -1,5 +1,7 @@
 #include "floodgate/proxy/stage.h"
 
+#include "floodgate/proxy/exchange.h"
+
 namespace floodgate::proxy {
 
 void TicketBook::settle(const Outcome& outcome) noexcept {

@@ -1,120 +1,126 @@
-// The upgrade tunnel: after a backend's 101 Switching Protocols, bytes flow opaquely in both
-// directions until either side closes. Each direction is a read -> write loop over one buffer
-// (client -> backend through in_, backend -> client through bin_). A direction that reaches
-// EOF half-closes the other side; the request ends when both directions are done.
+// The tunnel relay: after a backend's 101 Switching Protocols (or a CONNECT target's
+// connection), the attempt's continuation, bytes flow opaquely in both directions until
+// either side closes. Each direction is a read -> write loop over one buffer (client ->
+// backend through the client's input, backend -> client through the attempt's). A direction
+// that reaches EOF half-closes the other side; the exchange ends when both are done.
 // idle_timeout applies to the tunnel as a whole: no traffic either way for that long closes it.
 #include <boost/asio/error.hpp>
 #include <cstring>
 
+#include "backend_conn.h"
+#include "client_conn.h"
 #include "floodgate/proxy/reactor.h"
-#include "session.h"
 
 namespace floodgate::proxy {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-void Session::start_tunnel() {
+// The attempt's side: the backend agreed to switch protocols.
+void Attempt::begin_tunnel() {
+  Exchange& ex = client_->exchange();
   http::Parser& rp = conn_->parser;
-  decide(Outcome::relayed(101, std::chrono::steady_clock::now() - started_));
-  phase_ = Phase::tunnel;
-  backend_timer_.cancel();
-  if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
-  if (cout_ == nullptr) return fail_backend(Reason::buffers_exhausted);
-  http::Writer w(cout_ + cout_len_, BufferLayout::kResponseData - cout_len_);
-  if (!http::write_response_head(rp, http::ResponsePlan{}, parser_.http_minor(), w)) {
-    return fail_backend(Reason::upstream_bad_response);
+  ex.decide(Outcome::relayed(101, std::chrono::steady_clock::now() - ex.started));
+  timer_.cancel();
+  if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
+  http::Writer w(client_->out_end(), client_->out_room());
+  if (!http::write_response_head(rp, http::ResponsePlan{}, client_->request_parser().http_minor(),
+                                 w)) {
+    return fail(Reason::upstream_bad_response);
   }
-  cout_len_ += w.size();
+  client_->commit_out(w.size());
   // Bytes the backend sent after its 101 head belong to the tunnel.
   const std::size_t extra = bin_len_ - rp.head_end();
-  std::memmove(bin_data(), bin_data() + rp.head_end(), extra);
+  std::memmove(in_data(), in_data() + rp.head_end(), extra);
   bin_len_ = extra;
-  run_tunnel();
+  client_->run_tunnel();
 }
 
-void Session::run_tunnel() {
+void ClientConn::run_tunnel() {
   phase_ = Phase::tunnel;
   tunnel_open_ = 2;
-  outcome_.client_saw_bytes = true;
+  ex_.outcome.client_saw_bytes = true;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   client_writing_ = true;
   client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-    Session& s = Session::from(o);
-    s.client_writing_ = false;
-    s.bytes_out_ += n;
-    if (s.closed_) return;
-    if (ec) return s.close();
-    s.cout_len_ = 0;
-    s.tunnel_backend_to_client();
+    ClientConn& c = ClientConn::from(o);
+    c.client_writing_ = false;
+    c.ex_.bytes_out += n;
+    if (c.closed_) return;
+    if (ec) return c.close();
+    c.cout_len_ = 0;
+    c.tunnel_backend_to_client();
   });
   tunnel_client_to_backend();
 }
 
-void Session::tunnel_client_to_backend() {
+void ClientConn::tunnel_client_to_backend() {
   if (closed_) return;
+  net::Stream& backend = ex_.attempt().stream();
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
-    conn_->write(in_data() + in_pos_, in_len_ - in_pos_,
-                 [](net::StreamOwner& o, const error_code& ec, std::size_t) {
-                   Session& s = Session::from(o);
-                   if (s.closed_) return;
-                   if (ec) return s.close();
-                   s.in_pos_ = s.in_len_ = 0;
-                   s.arm_client_timer(s.reactor_.snapshot().server.idle_timeout);
-                   s.tunnel_client_to_backend();
-                 });
+    backend.write(in_data() + in_pos_, in_len_ - in_pos_,
+                  [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+                    ClientConn& c = Attempt::from(o).client();
+                    if (c.closed_) return;
+                    if (ec) return c.close();
+                    c.in_pos_ = c.in_len_ = 0;
+                    c.arm_client_timer(c.reactor_.snapshot().server.idle_timeout);
+                    c.tunnel_client_to_backend();
+                  });
     return;
   }
   const std::size_t cap = reactor_.request_data();
   client_.read_some(in_data(), cap, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-    Session& s = Session::from(o);
-    if (s.closed_) return;
+    ClientConn& c = ClientConn::from(o);
+    if (c.closed_) return;
     if (ec == asio::error::eof) {
-      s.conn_->shutdown_send();
-      return s.tunnel_half_closed();
+      c.ex_.attempt().stream().shutdown_send();
+      return c.tunnel_half_closed();
     }
-    if (ec) return s.close();
-    s.bytes_in_ += n;
-    s.in_pos_ = 0;
-    s.in_len_ = n;
-    s.tunnel_client_to_backend();
+    if (ec) return c.close();
+    c.ex_.bytes_in += n;
+    c.in_pos_ = 0;
+    c.in_len_ = n;
+    c.tunnel_client_to_backend();
   });
 }
 
-void Session::tunnel_backend_to_client() {
+void ClientConn::tunnel_backend_to_client() {
   if (closed_) return;
-  if (bin_len_ > 0) {
+  Attempt& a = ex_.attempt();
+  if (a.in_len() > 0) {
     client_writing_ = true;
-    client_.write(bin_data(), bin_len_,
+    client_.write(a.in_data(), a.in_len(),
                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-                    Session& s = Session::from(o);
-                    s.client_writing_ = false;
-                    s.bytes_out_ += n;
-                    if (s.closed_) return;
-                    if (ec) return s.close();
-                    s.bin_len_ = 0;
-                    s.arm_client_timer(s.reactor_.snapshot().server.idle_timeout);
-                    s.tunnel_backend_to_client();
+                    ClientConn& c = ClientConn::from(o);
+                    c.client_writing_ = false;
+                    c.ex_.bytes_out += n;
+                    if (c.closed_) return;
+                    if (ec) return c.close();
+                    c.ex_.attempt().set_in_len(0);
+                    c.arm_client_timer(c.reactor_.snapshot().server.idle_timeout);
+                    c.tunnel_backend_to_client();
                   });
     return;
   }
-  conn_->read_some(bin_data(), BufferLayout::kResponseData,
-                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-                     Session& s = Session::from(o);
-                     if (s.closed_) return;
-                     if (ec == asio::error::eof) {
-                       s.client_.shutdown_send();
-                       return s.tunnel_half_closed();
-                     }
-                     if (ec) return s.close();
-                     s.bin_len_ = n;
-                     s.tunnel_backend_to_client();
-                   });
+  a.stream().read_some(a.in_data(), BufferLayout::kResponseData,
+                       [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                         Attempt& a = Attempt::from(o);
+                         ClientConn& c = a.client();
+                         if (c.closed_) return;
+                         if (ec == asio::error::eof) {
+                           c.client_.shutdown_send();
+                           return c.tunnel_half_closed();
+                         }
+                         if (ec) return c.close();
+                         a.set_in_len(n);
+                         c.tunnel_backend_to_client();
+                       });
 }
 
-void Session::tunnel_half_closed() {
+void ClientConn::tunnel_half_closed() {
   if (--tunnel_open_ > 0) return;
-  release_backend(false);
+  ex_.attempt().end(false);
   finish_request(true);
 }
 

@@ -36,7 +36,7 @@ namespace floodgate::proxy {
 
 using net::Poller;
 
-class Session;
+class ClientConn;
 class BackendConn;
 class Resolver;
 
@@ -122,9 +122,9 @@ class Reactor {
   // Writes a new 32-hex-digit request id into `out` (32 bytes).
   void next_request_id(char* out);
 
-  // Session registry (for draining and forced close).
-  void add_session(Session& s);
-  void remove_session(Session& s);
+  // Client connection registry (for draining and forced close).
+  void add_client(ClientConn& s);
+  void remove_client(ClientConn& s);
 
   // Idle keep-alive pool.
   Ref<BackendConn> take_idle(Backend& backend);
@@ -141,7 +141,7 @@ class Reactor {
   void install(std::shared_ptr<const Snapshot> next);
   void adopt_listener(int fd, std::string key);
   void close_idle_connections(const Snapshot* keep);
-  void close_idle_sessions();
+  void close_idle_clients();
   void maybe_finish();
   // Once a second on the tick: refreshes the buffer pool gauges; with `trim`, first gives back
   // the free buffer blocks that stayed idle since the last trim (BufferPool::trim).
@@ -161,8 +161,8 @@ class Reactor {
   BufferPool request_buffers_;
   BufferPool response_buffers_;
   ReactorMetrics metrics_;
-  Session* sessions_ = nullptr;  // intrusive list of open client connections
-  std::size_t session_count_ = 0;
+  ClientConn* clients_ = nullptr;  // intrusive list of open client connections
+  std::size_t client_count_ = 0;
   bool draining_ = false;
   bool stopped_ = false;
   char next_id_[32] = {};  // the last request id handed out (hex digits, no terminator)

@@ -1,7 +1,7 @@
 // The stage chain: the checks a request passes on its way to a backend, in order.
 //
 // A stage looks at an exchange and answers go, stop (with a reason and a prebuilt answer) or
-// wait (it parked the exchange and resumes the chain exactly once later, see Chain::resume).
+// wait (it parked the exchange and resumes the chain exactly once later, see Chain::run).
 // A chain is built when its generation is built and holds only the stages that are
 // configured, so a feature that is not configured costs nothing on the request path.
 //
@@ -125,7 +125,7 @@ class Stage {
   Stage& operator=(const Stage&) = delete;
 
   // Looks at the exchange; fills `ticket` when it admits and holds something. A stage that
-  // answers wait has parked the exchange and calls Chain::resume() exactly once later.
+  // answers wait has parked the exchange and runs the chain on exactly once later.
   virtual Decision check(Exchange& exchange, Ticket& ticket) const noexcept = 0;
   // The exchange ended with `outcome`; `ticket` is what check() filled. Called exactly once
   // per held ticket (its permit is released right after).
@@ -151,13 +151,10 @@ class Chain {
   }
 
   // Runs the exchange through the stages from its cursor: the first stop in enforce mode
-  // (or a wait) ends the run; go when every stage let it through.
+  // (or a wait) ends the run; go when every stage let it through. A stage that answered wait
+  // resumes the exchange by calling run() again: the cursor is already past it.
   // `metrics` (the reactor's shard) counts what shadow-mode stages would have refused.
   Decision run(Exchange& exchange, ReactorMetrics& metrics) const noexcept;
-  // Continues after the stage that answered wait, once it has let the exchange go.
-  Decision resume(Exchange& exchange, ReactorMetrics& metrics) const noexcept {
-    return run(exchange, metrics);
-  }
 
   std::size_t size() const noexcept { return stages_.size(); }
   bool empty() const noexcept { return stages_.empty(); }
@@ -165,25 +162,6 @@ class Chain {
 
  private:
   std::vector<std::unique_ptr<const Stage>> stages_;
-};
-
-// One request's state in the chain: what the stages read, the tickets they hold, and what a
-// shadow-mode stage would have answered. Reset at the start of every request.
-struct Exchange {
-  resilience::RequestView request;
-  TicketBook tickets;
-  uint8_t cursor = 0;                  // the next stage to run
-  Reason would_reject = Reason::none;  // the first shadow-mode refusal
-  StageId would_reject_stage = StageId::count_;
-
-  // Settles what the exchange holds and makes it ready for the next request.
-  void end(const Outcome& outcome) noexcept {
-    tickets.settle(outcome);
-    request = {};
-    cursor = 0;
-    would_reject = Reason::none;
-    would_reject_stage = StageId::count_;
-  }
 };
 
 }  // namespace floodgate::proxy

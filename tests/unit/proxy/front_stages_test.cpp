@@ -16,6 +16,7 @@
 #include "floodgate/core/reason.h"
 #include "floodgate/core/stage_id.h"
 #include "floodgate/metrics/reactor_metrics.h"
+#include "floodgate/proxy/exchange.h"
 #include "floodgate/resilience/memory_guard.h"
 #include "floodgate/resilience/params.h"
 #include "floodgate/resilience/request_view.h"
@@ -199,8 +200,10 @@ TEST_F(FrontChain, EndingAnExchangeFreesItsSlotForTheNext) {
   run(ex[0], request("GET"));
   run(ex[1], request("GET"));
   const Decision refused = run(ex[2], request("GET"));
-  ex[2].end(Outcome::generated(refused.reason));
-  ex[0].end(Outcome::relayed(200, std::chrono::milliseconds(3)));
+  ex[2].outcome = Outcome::generated(refused.reason);
+  ex[2].end();
+  ex[0].outcome = Outcome::relayed(200, std::chrono::milliseconds(3));
+  ex[0].end();
   EXPECT_EQ(state->inflight.in_flight(), 1);
   EXPECT_EQ(run(ex[2], request("GET")).verdict, Verdict::go);
   EXPECT_EQ(state->inflight.in_flight(), 2);
@@ -315,7 +318,8 @@ TEST_F(FrontChain, RefusedWriteGivesBackTheSlotTheCapGaveIt) {
   Exchange ex;
   EXPECT_EQ(run(ex, request("POST")).reason, Reason::memory_pressure);
   EXPECT_EQ(state->inflight.in_flight(), 1);  // held until the exchange ends
-  ex.end(Outcome::generated(Reason::memory_pressure));
+  ex.outcome = Outcome::generated(Reason::memory_pressure);
+  ex.end();
   EXPECT_EQ(state->inflight.in_flight(), 0);
 }
 

@@ -16,6 +16,7 @@
 #include "floodgate/core/reason.h"
 #include "floodgate/core/stage_id.h"
 #include "floodgate/metrics/reactor_metrics.h"
+#include "floodgate/proxy/exchange.h"
 #include "floodgate/resilience/params.h"
 #include "floodgate/upstream/admission.h"
 
@@ -203,7 +204,7 @@ TEST_F(StageChain, WaitPausesTheRunAndResumeContinuesWithTheNextStage) {
   Exchange ex;
   EXPECT_EQ(chain.run(ex, metrics).verdict, Verdict::wait);
   EXPECT_EQ(journal.checked, (std::vector<int>{1, 2}));
-  EXPECT_EQ(chain.resume(ex, metrics).verdict, Verdict::go);
+  EXPECT_EQ(chain.run(ex, metrics).verdict, Verdict::go);
   EXPECT_EQ(journal.checked, (std::vector<int>{1, 2, 3}));  // the waiting stage ran once
 }
 
@@ -212,7 +213,7 @@ TEST_F(StageChain, ResumedRunStillStopsAtALaterEnforcedStop) {
       {{.tag = 1, .decision = Decision::wait()}, {.tag = 2, .decision = kStopForCap}, {.tag = 3}});
   Exchange ex;
   EXPECT_EQ(chain.run(ex, metrics).verdict, Verdict::wait);
-  const Decision d = chain.resume(ex, metrics);
+  const Decision d = chain.run(ex, metrics);
   EXPECT_EQ(d.verdict, Verdict::stop);
   EXPECT_EQ(d.reason, Reason::inflight_cap);
   EXPECT_EQ(journal.checked, (std::vector<int>{1, 2}));
@@ -225,9 +226,10 @@ TEST_F(StageChain, StageThatHoldsAndWaitsKeepsItsTicketAcrossTheResume) {
     Exchange ex;
     chain.run(ex, metrics);
     EXPECT_EQ(ex.tickets.size(), 1u);
-    chain.resume(ex, metrics);
+    chain.run(ex, metrics);
     EXPECT_EQ(ex.tickets.size(), 2u);
-    ex.end(Outcome::relayed(200, std::chrono::milliseconds(5)));
+    ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(5));
+    ex.end();
   }
   EXPECT_EQ(journal.settled, (std::vector<int>{2, 1}));
 }
@@ -240,7 +242,8 @@ TEST_F(StageChain, EndSettlesEveryHeldTicketOnceInReverseOrderWithTheOutcome) {
   Exchange ex;
   chain.run(ex, metrics);
   EXPECT_TRUE(journal.settled.empty());  // nothing is settled before the exchange ends
-  ex.end(Outcome::generated(Reason::upstream_timeout));
+  ex.outcome = Outcome::generated(Reason::upstream_timeout);
+  ex.end();
   EXPECT_EQ(journal.settled, (std::vector<int>{3, 2, 1}));
   EXPECT_EQ(journal.values, (std::vector<uint64_t>{3, 2, 1}));
   for (const Outcome& o : journal.outcomes) {
@@ -255,7 +258,8 @@ TEST_F(StageChain, StagesThatHeldNothingAreNotSettled) {
   Exchange ex;
   chain.run(ex, metrics);
   EXPECT_EQ(ex.tickets.size(), 2u);
-  ex.end(Outcome::relayed(200, std::chrono::milliseconds(1)));
+  ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(1));
+  ex.end();
   EXPECT_EQ(journal.settled, (std::vector<int>{3, 1}));
 }
 
@@ -266,7 +270,8 @@ TEST_F(StageChain, TicketsTakenBeforeAnEnforcedStopAreSettledWithTheRefusal) {
        {.tag = 3, .hold = true}});
   Exchange ex;
   const Decision d = chain.run(ex, metrics);
-  ex.end(Outcome::generated(d.reason));
+  ex.outcome = Outcome::generated(d.reason);
+  ex.end();
   EXPECT_EQ(journal.settled, (std::vector<int>{1}));
   ASSERT_EQ(journal.outcomes.size(), 1u);
   EXPECT_EQ(journal.outcomes[0].reason, Reason::denied_path);
@@ -277,8 +282,10 @@ TEST_F(StageChain, EndingAnExchangeTwiceSettlesItsTicketsOnce) {
   const Chain chain = chain_of({{.tag = 1, .hold = true}, {.tag = 2, .hold = true}});
   Exchange ex;
   chain.run(ex, metrics);
-  ex.end(Outcome::relayed(200, std::chrono::milliseconds(1)));
-  ex.end(Outcome::generated(Reason::upstream_reset));
+  ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(1));
+  ex.end();
+  ex.outcome = Outcome::generated(Reason::upstream_reset);
+  ex.end();
   EXPECT_EQ(journal.settled, (std::vector<int>{2, 1}));
   for (const Outcome& o : journal.outcomes) EXPECT_EQ(o.status, 200);
 }
@@ -299,7 +306,8 @@ TEST_F(StageChain, DestroyedExchangeSettlesNothingItAlreadySettled) {
   {
     Exchange ex;
     chain.run(ex, metrics);
-    ex.end(Outcome::relayed(204, std::chrono::milliseconds(1)));
+    ex.outcome = Outcome::relayed(204, std::chrono::milliseconds(1));
+    ex.end();
   }
   EXPECT_EQ(journal.settled, (std::vector<int>{1}));
 }
@@ -309,7 +317,8 @@ TEST_F(StageChain, PermitInATicketIsReleasedRightAfterItsStageSettles) {
   Exchange ex;
   chain.run(ex, metrics);
   EXPECT_EQ(admission.active(), 1);
-  ex.end(Outcome::relayed(200, std::chrono::milliseconds(1)));
+  ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(1));
+  ex.end();
   ASSERT_EQ(journal.settled.size(), 1u);
   EXPECT_TRUE(journal.permit_held[0]);    // settle() still sees its permit
   EXPECT_EQ(journal.active_there[0], 1);  // and the slot is still taken while it runs
@@ -320,7 +329,8 @@ TEST_F(StageChain, PermitOfAStageIsStillHeldWhileLaterStagesSettle) {
   const Chain chain = chain_of({{.tag = 1, .admission = &admission}, {.tag = 2, .hold = true}});
   Exchange ex;
   chain.run(ex, metrics);
-  ex.end(Outcome::relayed(200, std::chrono::milliseconds(1)));
+  ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(1));
+  ex.end();
   EXPECT_EQ(journal.settled, (std::vector<int>{2, 1}));
   EXPECT_EQ(journal.active_there, (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(admission.active(), 0);
@@ -334,7 +344,8 @@ TEST_F(StageChain, EndedExchangeIsReadyForTheNextRequest) {
   chain.run(ex, metrics);
   ASSERT_EQ(ex.cursor, 2u);
   ASSERT_EQ(ex.would_reject, Reason::inflight_cap);
-  ex.end(Outcome::relayed(200, std::chrono::milliseconds(1)));
+  ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(1));
+  ex.end();
   EXPECT_EQ(ex.cursor, 0u);
   EXPECT_EQ(ex.would_reject, Reason::none);
   EXPECT_EQ(ex.would_reject_stage, StageId::count_);
@@ -346,9 +357,11 @@ TEST_F(StageChain, ReusedExchangeRunsEveryStageAgainAndSettlesAgain) {
   const Chain chain = chain_of({{.tag = 1, .hold = true}, {.tag = 2}});
   Exchange ex;
   chain.run(ex, metrics);
-  ex.end(Outcome::relayed(200, std::chrono::milliseconds(1)));
+  ex.outcome = Outcome::relayed(200, std::chrono::milliseconds(1));
+  ex.end();
   EXPECT_EQ(chain.run(ex, metrics).verdict, Verdict::go);
-  ex.end(Outcome::relayed(500, std::chrono::milliseconds(1)));
+  ex.outcome = Outcome::relayed(500, std::chrono::milliseconds(1));
+  ex.end();
   EXPECT_EQ(journal.checked, (std::vector<int>{1, 2, 1, 2}));
   EXPECT_EQ(journal.settled, (std::vector<int>{1, 1}));
   ASSERT_EQ(journal.outcomes.size(), 2u);

@@ -1,0 +1,145 @@
+// An attempt: one try of an exchange at one backend. It owns what that try needs and nothing
+// else: the backend connection (pooled or new), the request's count in the backend's
+// process-wide load, the bytes to the backend (`bout_`) and from it (`bin_`, where the
+// connection's response parser keeps its fields), the connect / response timer, the plan for
+// re-framing the response, and the response's progress.
+//
+// An attempt reports to the client connection whose exchange it belongs to (ClientConn): the
+// request head is on its way (the client then pumps the body into request_room()), the
+// response bytes for the client are in the client's output buffer (the client writes them and
+// calls on_client_drained()), it failed before the client saw a byte (the client answers with
+// the reason), or it ended (the client finishes the exchange). The response pump (bin_ -> the
+// client's output) is where attempt and client meet; an upgrade or CONNECT tunnel is the
+// attempt's continuation once its first bytes are out.
+//
+// Completions of the backend connection come to the attempt (it is their StreamOwner); hold()
+// and release() keep the client connection, which embeds the attempt, alive meanwhile.
+//
+// Thread-safety: reactor thread only.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "floodgate/core/reason.h"
+#include "floodgate/core/ref.h"
+#include "floodgate/core/timer_wheel.h"
+#include "floodgate/http/parser.h"
+#include "floodgate/http/rewrite.h"
+#include "floodgate/net/stream.h"
+#include "floodgate/upstream/backend_load.h"
+
+namespace floodgate::proxy {
+
+class BackendConn;
+class ClientConn;
+struct Upstream;
+
+class Attempt final : public net::StreamOwner {
+ public:
+  Attempt();
+  ~Attempt();
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+
+  // The client connection the attempt works for; once, before the first start.
+  void bind(ClientConn& client) noexcept { client_ = &client; }
+  ClientConn& client() const noexcept { return *client_; }
+  // Forgets the previous exchange's attempt (a new exchange begins).
+  void reset() noexcept;
+
+  // Tries backend `backend` of `up` (its count already `entered`): a pooled connection when
+  // the reactor has one, else a new one within connect_timeout. Then the request head.
+  void start(const Upstream& up, uint32_t backend, InFlight entered);
+  // A CONNECT tunnel's connection to `to` (no pool, no backend of a pool).
+  void start_tunnel(const boost::asio::ip::tcp::endpoint& to);
+  bool started() const noexcept { return started_; }
+  // The backend's index in its upstream, -1 when none (not started, or a CONNECT tunnel).
+  int32_t backend() const noexcept { return backend_; }
+
+  // The request body: the client writes body bytes (framed) into request_room() and commits
+  // them; send_request() writes what is buffered, then asks the client for more.
+  char* request_end() const noexcept;
+  std::size_t request_room() const noexcept;
+  void commit_request(std::size_t n) noexcept { bout_len_ += n; }
+  bool sending() const noexcept { return backend_writing_; }
+  bool request_buffered() const noexcept { return bout_len_ > 0; }
+  void send_request();
+  // The whole request reached the backend: the response timer runs from now.
+  void request_done();
+
+  // The client wrote every byte the attempt gave it: the response goes on.
+  void on_client_drained();
+  bool response_started() const noexcept { return response_head_; }
+
+  // Ends the attempt: its in-flight count goes back and its connection returns to the
+  // reactor's keep-alive pool when `reusable` (and the reactor is not draining), else closes.
+  // Idempotent.
+  void end(bool reusable);
+  // Gives the attempt's buffers back; only when nothing is pending on them.
+  void release_buffers() noexcept;
+  // The backend connection is there (connecting or connected): the body can be pumped.
+  bool connected() const noexcept { return static_cast<bool>(conn_); }
+
+  // -- The tunnel relay (tunnel.cpp): the backend's stream and the bytes read from it.
+  net::Stream& stream() noexcept;
+  char* in_data() const noexcept;
+  std::size_t in_len() const noexcept { return bin_len_; }
+  void set_in_len(std::size_t n) noexcept { bin_len_ = n; }
+
+  // net::StreamOwner: the backend connection's completions.
+  void hold() noexcept override;
+  void release() noexcept override;
+  static Attempt& from(net::StreamOwner& owner) { return static_cast<Attempt&>(owner); }
+
+ private:
+  void connect(const boost::asio::ip::tcp::endpoint& to, std::chrono::milliseconds timeout,
+               net::Stream::Done done);
+  void on_connected(const boost::system::error_code& ec);
+  void on_tunnel_connected(const boost::system::error_code& ec);
+  void send_request_head();
+  void on_backend_written(const boost::system::error_code& ec);
+  void do_backend_read();
+  void on_backend_read(const boost::system::error_code& ec, std::size_t n);
+  void process_response();
+  void on_interim_response();
+  void on_response_head(bool message_done);
+  void begin_tunnel();
+  void pump_response_body();
+  void finish_response();
+  bool retry_stale_connection();
+  // Fails the attempt for `reason` (metrics by kind), then lets the client answer or cut.
+  void fail(Reason reason);
+  void on_timeout();
+  void arm_timer(std::chrono::milliseconds d);
+  bool acquire_buffers();
+
+  ClientConn* client_ = nullptr;
+  const Upstream* up_ = nullptr;  // nullptr for a CONNECT tunnel
+  Ref<BackendConn> conn_;
+  InFlight in_flight_;  // this request's count in its backend's process-wide load
+  int32_t backend_ = -1;
+  TimerWheel::Entry timer_;  // connect_timeout, then response_timeout
+  http::ResponsePlan plan_;
+
+  char* bout_ = nullptr;  // bytes to the backend (a request buffer)
+  std::size_t bout_len_ = 0;
+  char* bin_ = nullptr;  // bytes from the backend (a response buffer, its fields first)
+  std::size_t bin_len_ = 0;
+  std::size_t bin_pos_ = 0;
+
+  bool started_ = false;
+  bool connecting_ = false;  // a new backend connection is being established
+  bool backend_writing_ = false;
+  bool response_head_ = false;  // the final response head has been parsed
+  bool response_done_ = false;
+  bool backend_eof_ = false;  // the backend closed its side
+  bool last_chunk_written_ = false;
+  bool stale_retried_ = false;  // a stale pooled connection was already replaced once
+  bool request_sent_ = false;   // the whole request reached the backend
+};
+
+}  // namespace floodgate::proxy

@@ -1,0 +1,382 @@
+// One attempt at a backend: connecting or reusing a pooled connection, forwarding the request
+// head (the client pumps the body), reading the response and streaming it into the client's
+// output, re-framed as plan_response() decided.
+#include "floodgate/proxy/attempt.h"
+
+#include <algorithm>
+#include <boost/asio/error.hpp>
+#include <cstring>
+
+#include "backend_conn.h"
+#include "client_conn.h"
+#include "floodgate/proxy/reactor.h"
+
+namespace floodgate::proxy {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+// Room kept free in an output buffer for chunk framing around one parsed piece.
+constexpr std::size_t kFramingSlack = 64;
+}  // namespace
+
+Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout(); }, this) {}
+
+// The client connection ends every attempt and gives back its buffers before it goes.
+Attempt::~Attempt() = default;
+
+void Attempt::hold() noexcept {
+  client_->add_ref();
+}
+
+void Attempt::release() noexcept {
+  client_->release_ref();
+}
+
+net::Stream& Attempt::stream() noexcept {
+  return *conn_;
+}
+
+char* Attempt::in_data() const noexcept {
+  return bin_ + BufferLayout::kResponseFields * sizeof(http::HeaderField);
+}
+
+char* Attempt::request_end() const noexcept {
+  return bout_ + bout_len_;
+}
+
+std::size_t Attempt::request_room() const noexcept {
+  return client_->reactor().request_data() - bout_len_;
+}
+
+void Attempt::reset() noexcept {
+  up_ = nullptr;
+  backend_ = -1;
+  plan_ = {};
+  bout_len_ = bin_len_ = bin_pos_ = 0;
+  started_ = connecting_ = backend_writing_ = false;
+  response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
+  stale_retried_ = request_sent_ = false;
+}
+
+void Attempt::release_buffers() noexcept {
+  Reactor& reactor = client_->reactor();
+  reactor.request_buffers().release(std::exchange(bout_, nullptr));
+  reactor.response_buffers().release(std::exchange(bin_, nullptr));
+  bout_len_ = bin_len_ = bin_pos_ = 0;
+}
+
+void Attempt::arm_timer(std::chrono::milliseconds d) {
+  Reactor& reactor = client_->reactor();
+  reactor.wheel().schedule(timer_, reactor.now() + d);
+}
+
+void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered) {
+  started_ = true;
+  up_ = &up;
+  backend_ = static_cast<int32_t>(backend);
+  in_flight_ = std::move(entered);
+  Backend& peer = *up.backends[backend];
+  if (Ref<BackendConn> idle = client_->reactor().take_idle(peer)) {
+    conn_ = std::move(idle);
+    conn_->set_owner(this);
+    return send_request_head();
+  }
+  conn_ = Ref<BackendConn>(new BackendConn(client_->reactor(), up.id, up.backends[backend]));
+  connect(peer.endpoint, up.params.connect_timeout,
+          [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+            Attempt::from(o).on_connected(ec);
+          });
+}
+
+void Attempt::connect(const asio::ip::tcp::endpoint& to, std::chrono::milliseconds timeout,
+                      net::Stream::Done done) {
+  conn_->set_owner(this);
+  connecting_ = true;
+  arm_timer(timeout);
+  conn_->connect(to, done);
+}
+
+void Attempt::on_connected(const error_code& ec) {
+  connecting_ = false;
+  timer_.cancel();
+  if (ec) return fail(Reason::upstream_connect_failed);
+  send_request_head();
+}
+
+bool Attempt::acquire_buffers() {
+  Reactor& reactor = client_->reactor();
+  if (bout_ == nullptr) bout_ = reactor.request_buffers().acquire();
+  if (bin_ == nullptr) bin_ = reactor.response_buffers().acquire();
+  return bout_ != nullptr && bin_ != nullptr;
+}
+
+void Attempt::send_request_head() {
+  Exchange& ex = client_->exchange();
+  if (!acquire_buffers()) {  // at server.max_buffers_per_reactor
+    end(true);               // nothing was sent on it
+    return client_->respond(Reason::buffers_exhausted);
+  }
+  http::Writer w(bout_, client_->reactor().request_data());
+  const http::ForwardInfo fwd{client_->client_ip(), ex.request_id,
+                              up_->backends[static_cast<std::size_t>(backend_)]->address.text};
+  if (!http::write_request_head(client_->request_parser(), ex.facts, fwd, w)) {
+    end(true);
+    return client_->respond(Reason::header_too_large);
+  }
+  bout_len_ = w.size();
+  bin_len_ = bin_pos_ = 0;
+  conn_->parser.begin(in_data(), reinterpret_cast<http::HeaderField*>(bin_),
+                      http::HeadLimits{0, 0, BufferLayout::kResponseFields});
+  conn_->parser.set_no_body(ex.head_request);
+  do_backend_read();
+  client_->on_request_head_sent();
+}
+
+void Attempt::send_request() {
+  backend_writing_ = true;
+  conn_->write(bout_, bout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+    Attempt& a = Attempt::from(o);
+    a.backend_writing_ = false;
+    a.on_backend_written(ec);
+  });
+}
+
+void Attempt::on_backend_written(const error_code& ec) {
+  if (ec) {
+    if (retry_stale_connection()) return;
+    if (!client_->exchange().outcome.client_saw_bytes) return fail(Reason::upstream_reset);
+    return client_->cut(OutcomeSource::upstream);
+  }
+  bout_len_ = 0;
+  client_->pump_request_body();
+}
+
+void Attempt::request_done() {
+  request_sent_ = true;
+  if (!response_head_) arm_timer(up_->params.response_timeout);
+}
+
+void Attempt::do_backend_read() {
+  if (conn_->reading()) return;
+  conn_->read_some(in_data() + bin_len_, BufferLayout::kResponseData - bin_len_,
+                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                     Attempt::from(o).on_backend_read(ec, n);
+                   });
+}
+
+void Attempt::on_backend_read(const error_code& ec, std::size_t n) {
+  if (client_->closed() || !conn_) return;
+  if (ec && retry_stale_connection()) return;
+  if (ec == asio::error::eof) {
+    backend_eof_ = true;
+    if (!response_head_) return fail(Reason::upstream_reset);
+    return pump_response_body();  // completes a close-delimited body or detects truncation
+  }
+  if (ec) {
+    if (!response_head_) return fail(Reason::upstream_reset);
+    return client_->cut(OutcomeSource::upstream);
+  }
+  bin_len_ += n;
+  if (response_head_) timer_.cancel();
+  process_response();
+}
+
+void Attempt::process_response() {
+  if (response_head_) return pump_response_body();
+  const auto head = conn_->parser.parse_head(bin_len_);
+  switch (head) {
+    case http::Parser::Result::need_more:
+      if (bin_len_ == BufferLayout::kResponseData) return fail(Reason::upstream_bad_response);
+      return do_backend_read();
+    case http::Parser::Result::error:
+      return fail(Reason::upstream_bad_response);
+    default:
+      break;
+  }
+  const int status = conn_->parser.status();
+  if (status < 200 && status != 101) return on_interim_response();
+  if (status == 101) {
+    if (!client_->exchange().facts.upgrade) return fail(Reason::upstream_bad_response);
+    return begin_tunnel();
+  }
+  on_response_head(head == http::Parser::Result::message_done);
+}
+
+// 1xx other than 101: forwarded to HTTP/1.1 clients (except 100, which floodgate sends
+// itself), then the next response head is parsed from the bytes that follow.
+void Attempt::on_interim_response() {
+  http::Parser& rp = conn_->parser;
+  const int minor = client_->request_parser().http_minor();
+  if (rp.status() != 100 && minor >= 1) {
+    if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
+    http::Writer w(client_->out_end(), client_->out_room());
+    if (!http::write_response_head(rp, http::ResponsePlan{}, minor, w)) {
+      return fail(Reason::upstream_bad_response);
+    }
+    client_->commit_out(w.size());
+  }
+  std::size_t consumed = 0;
+  auto no_sink = [](const char*, std::size_t) {};
+  const std::size_t end = rp.head_end();
+  rp.parse_body(in_data() + end, 0, consumed, no_sink);
+  std::memmove(in_data(), in_data() + end, bin_len_ - end);
+  bin_len_ -= end;
+  rp.begin(in_data(), reinterpret_cast<http::HeaderField*>(bin_),
+           http::HeadLimits{0, 0, BufferLayout::kResponseFields});
+  rp.set_no_body(client_->exchange().head_request);
+  if (client_->out_pending()) return client_->write_out();  // on_client_drained() goes on
+  process_response();
+}
+
+void Attempt::on_response_head(bool message_done) {
+  Exchange& ex = client_->exchange();
+  Reactor& reactor = client_->reactor();
+  const http::Parser& rp = conn_->parser;
+  const int minor = client_->request_parser().http_minor();
+  // An upgrade the backend declined leaves the client connection in an unknown state.
+  // A draining reactor closes the connection after this response: say so.
+  const bool keep = ex.facts.keep_alive && !ex.facts.upgrade && !reactor.draining();
+  plan_ = http::plan_response(rp, ex.head_request, minor, keep);
+  ex.decide(Outcome::relayed(rp.status(), std::chrono::steady_clock::now() - ex.started));
+  if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
+  http::Writer w(client_->out_end(), client_->out_room());
+  if (!http::write_response_head(rp, plan_, minor, w)) return fail(Reason::upstream_bad_response);
+  client_->commit_out(w.size());
+  response_head_ = true;
+  timer_.cancel();
+  bin_pos_ = rp.head_end();
+  response_done_ = message_done;  // e.g. the response to HEAD ends with its head
+  pump_response_body();
+}
+
+void Attempt::pump_response_body() {
+  if (client_->writing() || client_->closed()) return;
+  const bool chunked = plan_.framing == http::Framing::chunked;
+  http::Parser& rp = conn_->parser;
+  while (!response_done_ && client_->out_room() >= 2 * kFramingSlack) {
+    const std::size_t feed = std::min(bin_len_ - bin_pos_, client_->out_room() - kFramingSlack);
+    http::Writer w(client_->out_end(), client_->out_room());
+    auto sink = [&](const char* p, std::size_t n) {
+      if (chunked) http::write_chunk_header(n, w);
+      w.put({p, n});
+      if (chunked) w.put(http::kChunkEnd);
+    };
+    std::size_t consumed = 0;
+    auto r = rp.parse_body(in_data() + bin_pos_, feed, consumed, sink);
+    client_->commit_out(w.size());
+    bin_pos_ += consumed;
+    if (r == http::Parser::Result::need_more && backend_eof_ && bin_pos_ == bin_len_) {
+      r = rp.finish();  // close-delimited body ends at EOF; anything else is truncation
+    }
+    if (r == http::Parser::Result::error) {
+      if (!client_->exchange().outcome.client_saw_bytes && !backend_eof_) {
+        client_->discard_out();  // nothing reached the client: say so
+        return fail(Reason::upstream_bad_response);
+      }
+      return client_->cut(OutcomeSource::upstream);  // never present a short body as whole
+    }
+    if (r == http::Parser::Result::message_done) {
+      response_done_ = true;
+    } else if (bin_pos_ == bin_len_) {
+      break;
+    }
+  }
+  if (response_done_ && chunked && !last_chunk_written_) {
+    http::Writer w(client_->out_end(), client_->out_room());
+    w.put(http::kLastChunk);
+    client_->commit_out(w.size());
+    last_chunk_written_ = true;
+  }
+  if (client_->out_pending()) return client_->write_out();
+  if (response_done_) return finish_response();
+  bin_len_ = bin_pos_ = 0;
+  arm_timer(up_->params.response_timeout);
+  do_backend_read();
+}
+
+void Attempt::on_client_drained() {
+  if (!response_head_) return process_response();  // after an interim response
+  if (response_done_) return finish_response();
+  pump_response_body();
+}
+
+// A pooled keep-alive connection can be closed by the backend just as it is reused; the
+// request then fails before any response byte. That is not the backend refusing the request,
+// so it is sent once more on a new connection to the same backend, when that is safe: nothing
+// of the response arrived and the request has no body (so it is still whole in the client's
+// input).
+bool Attempt::retry_stale_connection() {
+  const Exchange& ex = client_->exchange();
+  if (!conn_ || !conn_->reused || stale_retried_ || ex.facts.has_body || response_head_ ||
+      bin_len_ != 0 || ex.outcome.client_saw_bytes) {
+    return false;
+  }
+  stale_retried_ = true;
+  Ref<BackendConn> stale = std::move(conn_);
+  stale->set_owner(nullptr);
+  stale->close();  // drops its pending operations
+  backend_writing_ = false;
+  timer_.cancel();
+  bout_len_ = 0;
+  request_sent_ = false;
+  backend_eof_ = false;
+  const std::shared_ptr<Backend>& peer = up_->backends[static_cast<std::size_t>(backend_)];
+  conn_ = Ref<BackendConn>(new BackendConn(client_->reactor(), up_->id, peer));
+  connect(peer->endpoint, up_->params.connect_timeout,
+          [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+            Attempt::from(o).on_connected(ec);
+          });
+  return true;
+}
+
+void Attempt::finish_response() {
+  const bool reusable = request_sent_ && !backend_eof_ && conn_ && conn_->parser.keep_alive();
+  end(reusable);
+  client_->on_response_done(plan_.close_client);
+}
+
+void Attempt::fail(Reason reason) {
+  if (up_ != nullptr) {
+    // docs/metrics.md: a connect timeout is both a connect failure and a timeout.
+    ReactorMetrics& metrics = client_->reactor().metrics();
+    if (reason == Reason::upstream_connect_failed || reason == Reason::upstream_connect_timeout) {
+      metrics.connect_failure(up_->id);
+    }
+    if (reason == Reason::upstream_timeout || reason == Reason::upstream_connect_timeout) {
+      metrics.timeout(up_->id);
+    }
+  }
+  end(false);
+  client_->on_attempt_failed(reason);
+}
+
+void Attempt::end(bool reusable) {
+  timer_.cancel();
+  connecting_ = false;
+  in_flight_.release();
+  if (!conn_) return;
+  Ref<BackendConn> c = std::move(conn_);
+  c->drop_pending();  // nobody waits for them any more
+  backend_writing_ = false;
+  Reactor& reactor = client_->reactor();
+  if (reusable && !reactor.draining() && up_ != nullptr) {
+    c->reused = true;
+    reactor.put_idle(*c, up_->params);
+  } else {
+    c->close();
+  }
+  // Last: letting go of the owner may let go of the client connection, and of this attempt.
+  c->set_owner(nullptr);
+}
+
+void Attempt::on_timeout() {
+  const Ref<ClientConn> keep(client_);
+  if (connecting_) return fail(Reason::upstream_connect_timeout);
+  if (!response_head_) return fail(Reason::upstream_timeout);
+  if (up_ != nullptr) client_->reactor().metrics().timeout(up_->id);
+  client_->cut(OutcomeSource::upstream);  // the backend stalled mid-body: a short body
+}
+
+}  // namespace floodgate::proxy

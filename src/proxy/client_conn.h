@@ -1,0 +1,216 @@
+// A client connection: the socket, reading and parsing request heads, writing responses,
+// keep-alive, pipelining and the lingering close. It embeds one Exchange (exchange.h), begun
+// again for each request, whose Attempts (attempt.h) do the backend side. The request path:
+//   read head -> parse -> front of the chain -> route -> admit (pool) -> select backend ->
+//   attempt: connect or reuse, forward the head; client: pump the body ->
+//   attempt: stream the response into the client's output; client: write it -> log
+// Each async step is a do_x() that starts an operation and an on_x() that handles its
+// completion (Boost.Beast style). docs/architecture.md describes the shape.
+//
+// Buffers: an idle connection holds none. While a request is in progress it borrows from the
+// reactor's pools `in_` (client bytes: head, then body) and `cout_` (bytes to the client);
+// its attempt borrows the backend's two. Each block starts with the header-field slots its
+// parser needs.
+//
+// Concurrency: the request body is pumped client -> backend while the response is read
+// backend -> client, so a backend may answer before it has read the whole body.
+//
+// Thread-safety: reactor thread only. Lifetime: reference-counted; an open connection holds
+// itself, and whoever runs its code (a completion, a timer, the poller) holds a Ref meanwhile.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "floodgate/core/outcome.h"
+#include "floodgate/core/ref.h"
+#include "floodgate/core/timer_wheel.h"
+#include "floodgate/http/parser.h"
+#include "floodgate/net/stream.h"
+#include "floodgate/proxy/exchange.h"
+#include "floodgate/proxy/reactor.h"
+#include "floodgate/upstream/admission.h"
+
+namespace floodgate::proxy {
+
+class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner {
+ public:
+  // Takes the accepted socket `fd`; `peer` is the client's address.
+  ClientConn(Reactor& reactor, int fd, const sockaddr* peer);
+  ~ClientConn();
+
+  void start();
+  // Drain: close now if no request is in progress, else after the current response.
+  void drain();
+  // Shutdown deadline: close now. Returns true when a request was cut.
+  bool force_close();
+  // Generation `retired` is being forced out (server.retirement_grace passed) and `current`
+  // serves: a request still on `retired` whose pool `current` no longer has is ended.
+  void on_generation_retired(uint64_t retired, const Snapshot& current);
+
+  // net::StreamOwner: the client stream's completions.
+  void hold() noexcept override { add_ref(); }
+  void release() noexcept override { release_ref(); }
+  static ClientConn& from(net::StreamOwner& owner) { return static_cast<ClientConn&>(owner); }
+
+  // -- For the exchange's attempts (attempt.cpp).
+  Reactor& reactor() const noexcept { return reactor_; }
+  Exchange& exchange() noexcept { return ex_; }
+  const http::Parser& request_parser() const noexcept { return parser_; }
+  std::string_view client_ip() const noexcept { return {client_ip_, client_ip_len_}; }
+  bool closed() const noexcept { return closed_; }
+  // The attempt's request head is on its way: invite the body (100-continue), pump it.
+  void on_request_head_sent();
+  // Forwards buffered request body into the attempt, or reads more of it.
+  void pump_request_body();
+  // The response's bytes for the client: a response buffer the attempt fills, written by
+  // write_out() (which calls the attempt's on_client_drained() when all is out).
+  bool acquire_out() noexcept;
+  char* out_end() const noexcept { return cout_ + cout_len_; }
+  std::size_t out_room() const noexcept;
+  void commit_out(std::size_t n) noexcept { cout_len_ += n; }
+  bool out_pending() const noexcept { return cout_len_ > 0; }
+  void discard_out() noexcept { cout_len_ = 0; }
+  bool writing() const noexcept { return client_writing_; }
+  void write_out();
+  // The attempt failed for `reason`: answered with it when the client has seen nothing of a
+  // response yet, else the exchange is cut short (the client must not take a short response
+  // for a whole one).
+  void on_attempt_failed(Reason reason);
+  // The response is complete: the exchange ends, then the connection goes on or closes.
+  void on_response_done(bool close);
+  // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
+  // `status`), then finishes the request.
+  void respond(Reason reason, const PrebuiltAnswer* answer = nullptr, int status = 0);
+  // Ends a request in progress before its response is complete, by `by` (the outcome says
+  // so), then closes.
+  void cut(OutcomeSource by);
+  // The attempt's first bytes for the client are in the output: relay both ways (tunnel.cpp).
+  void run_tunnel();
+
+  // Reactor's intrusive connection list.
+  ClientConn* list_prev = nullptr;
+  ClientConn* list_next = nullptr;
+
+ private:
+  // queued: routed, waiting in its pool's admission queue (no backend yet).
+  enum class Phase { idle, head, queued, forwarding, generated, tunnel, closing };
+
+  // -- the connection (client_conn.cpp)
+  void do_client_read();
+  void on_client_read(const boost::system::error_code& ec, std::size_t n, bool landing);
+  void start_request();
+  void begin_request();
+  void parse_head();
+  void on_head();
+  void answer_options();
+  void write_generated(std::string_view bytes, bool close);
+  // No request buffer for the bytes in landing_: 503 buffers_exhausted, then close.
+  void refuse_without_buffer(std::size_t n);
+  void on_generated_written(const boost::system::error_code& ec, bool close);
+  void on_client_written(const boost::system::error_code& ec, std::size_t n);
+  void finish_request(bool close_client);
+  void end_attempts() noexcept;
+  void log_request();
+  void close();
+  void linger_close();
+  void on_client_timeout();
+  void arm_client_timer(std::chrono::milliseconds d);
+
+  // -- pool admission (admit.cpp)
+  void admit();
+  void park();
+  void leave_queue(Reason reason, CancelReason cancel);
+  void on_admission(AdmitStatus status);
+  void watch_client_while_queued();
+  void count_queue_wait();  // the request leaves the queue now
+  // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
+  void reject(Reason reason);
+  static void on_admission_complete(void* context, AdmitStatus status) noexcept;
+  static void on_admission_handoff(net::RemoteTask& task);
+
+  // -- backend selection (dispatch.cpp)
+  void select_backend();
+
+  // -- CONNECT (connect.cpp) and the tunnel relay (tunnel.cpp)
+  void open_connect_tunnel();
+  void tunnel_client_to_backend();
+  void tunnel_backend_to_client();
+  void tunnel_half_closed();
+
+  // Buffer helpers.
+  char* in_data() const;
+  http::HeaderField* in_fields() const { return reinterpret_cast<http::HeaderField*>(in_); }
+  void release_buffers();
+
+  // The client socket; its completions come to this connection.
+  class ClientStream final : public net::Stream {
+   public:
+    ClientStream(Poller& poller, ClientConn& conn) : Stream(poller), conn_(conn) {}
+    ~ClientStream() = default;
+    void hold() override { conn_.add_ref(); }
+    void release() override { conn_.release_ref(); }
+
+   private:
+    net::StreamOwner* stream_owner() override { return &conn_; }
+    ClientConn& conn_;
+  };
+
+  // An admission grant (or rejection) on its way from the thread that decided it to this
+  // connection's reactor, through the poller's inbox: no allocation, no lock.
+  struct AdmissionHandoff final : net::RemoteTask {
+    AdmissionHandoff(ClientConn& c, Poller& p)
+        : RemoteTask(&ClientConn::on_admission_handoff), conn(c), poller(p) {}
+    ClientConn& conn;
+    Poller& poller;
+    AdmitStatus status = AdmitStatus::rejected;  // written by the sender before send()
+  };
+
+  Reactor& reactor_;
+  ClientStream client_;
+  // An open connection holds itself: no pending operation holds a reference (stream.h).
+  // close() lets go.
+  Ref<ClientConn> self_;
+  int adopt_error_ = 0;  // the poller refused the socket (errno)
+  http::Parser parser_{http::Parser::Kind::request};
+  // header_timeout, idle_timeout, the pool's pending_timeout while queued, the linger.
+  TimerWheel::Entry client_timer_;
+  Phase phase_ = Phase::idle;
+  bool read_into_landing_ = false;  // the pending client read goes to landing_
+  bool generated_close_ = false;    // close after the generated response being written
+  bool client_writing_ = false;
+  bool closed_ = false;
+  bool lingering_ = false;
+  int tunnel_open_ = 0;  // directions of a tunnel still open
+
+  // Client address, formatted once at accept.
+  char client_ip_[48] = {};
+  uint8_t client_ip_len_ = 0;
+
+  // Where an idle connection's next bytes land, so that it holds no pooled buffer.
+  char landing_[1024];
+
+  // Buffers (borrowed from the reactor's pools while a request is in progress).
+  char* in_ = nullptr;
+  std::size_t in_len_ = 0;  // bytes in in_data()
+  std::size_t in_pos_ = 0;  // bytes consumed by the parser
+  char* cout_ = nullptr;
+  std::size_t cout_len_ = 0;
+
+  // The request in progress.
+  Exchange ex_;
+
+  // Pool admission. parked_ holds the connection while its waiter is queued or a completion
+  // is on its way; leave_reason_ is why it gave up on a waiter whose completion was already
+  // on its way (it then drops the grant and answers with that reason).
+  AdmissionHandoff handoff_;
+  AdmissionWaiter waiter_;
+  Ref<ClientConn> parked_;
+  Reason leave_reason_ = Reason::none;
+  std::chrono::steady_clock::time_point queued_at_{};
+};
+
+}  // namespace floodgate::proxy
