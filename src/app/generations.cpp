@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "floodgate/http/rewrite.h"
+#include "floodgate/proxy/pool_stage.h"
 
 namespace floodgate::app {
 
@@ -103,6 +104,10 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     route_upstreams.push_back(ids_.at(r.upstream));  // validated: the name exists
   }
   snap->routes = RouteTable::build(cfg.routes, route_upstreams);
+  snap->route_chains.reserve(cfg.routes.size());
+  for (const uint32_t id : route_upstreams) {
+    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[id]));
+  }
   std::vector<uint32_t> capacities;
   for (const UpstreamParams& p : cfg.upstreams) capacities.push_back(resilience::pool_capacity(p));
   snap->max_inflight =

@@ -85,7 +85,7 @@ void Stream::cancel_read() {
       carry_ = true;
     } else if (read_result_ > 0 && read_.data + read_result_ == carry_data_) {
       // Part of an earlier carry, not yet delivered, right in front of the rest of it (a
-      // session reads again where it read before, so that is the only case there is).
+      // connection reads again where it read before, so that is the only case there is).
       carry_data_ = read_.data;
       carry_result_ += read_result_;
     }

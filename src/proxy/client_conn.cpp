@@ -20,10 +20,11 @@ using boost::system::error_code;
 ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
     : reactor_(reactor),
       client_(reactor.poller(), *this),
-      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this),
-      handoff_(*this, reactor.poller()),
-      waiter_(&ClientConn::on_admission_complete, &handoff_) {
+      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this) {
   for (Attempt& a : ex_.attempts) a.bind(*this);
+  ex_.wait.poller = &reactor.poller();
+  ex_.wait.owner = this;
+  ex_.metrics = &reactor.metrics();
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   const void* addr = nullptr;
@@ -203,7 +204,8 @@ void ClientConn::on_head() {
   if (route == nullptr) return respond(Reason::no_route);
   http::apply_h2c_policy(facts, route->allow_h2c_upgrade);
   ex_.up = &snap.upstream(route->upstream);
-  admit();
+  ex_.cursor = 0;  // the route's chain, from its first stage
+  run_chain(snap.route_chains[route->index]);
 }
 
 // The reactor is at server.max_buffers_per_reactor (or out of memory): the request that has
@@ -381,8 +383,8 @@ void ClientConn::on_client_timeout() {
       return close();
     case Phase::head:  // the head did not complete in time
       return respond(Reason::header_timeout);
-    case Phase::queued:  // the pool's pending_timeout
-      return leave_queue(Reason::pending_timeout, CancelReason::timed_out);
+    case Phase::queued:  // the wait's deadline (the pool's pending_timeout)
+      return leave_wait(ex_.wait.at_deadline, CancelReason::timed_out);
     case Phase::tunnel:      // no traffic either way for idle_timeout
     case Phase::forwarding:  // the client stalled sending its body or reading the response
       return cut(OutcomeSource::client);
@@ -411,7 +413,7 @@ void ClientConn::on_generation_retired(uint64_t retired, const Snapshot& current
     // A waiter never outlives its generation's grace: wake it and turn it away, whether or not
     // its pool lives on (it would otherwise be admitted onto a configuration that is gone).
     const Ref<ClientConn> keep(this);
-    return leave_queue(Reason::generation_retired, CancelReason::retired);
+    return leave_wait(Reason::generation_retired, CancelReason::retired);
   }
   // A pool that lives on by name belongs to the current generation too: its requests (long
   // downloads, tunnels) carry on. Only a request whose pool was removed is ended.
@@ -436,15 +438,16 @@ void ClientConn::close() {
   }
   phase_ = Phase::closing;
   client_timer_.cancel();
-  if (queued) {  // the client went away while waiting for a slot
-    reactor_.metrics().pool_abandoned(ex_.up->id);
-    count_queue_wait();
-    if (waiter_.cancel(CancelReason::client_gone)) {
+  if (queued && ex_.wait.stage != nullptr) {  // the client went away while waiting
+    Wait& w = ex_.wait;
+    w.abandoned = true;
+    if (w.stage->cancel(ex_, CancelReason::client_gone)) {
+      w.stage = nullptr;
       parked_ = Ref<ClientConn>();  // self_ still holds the connection
-    }  // else the completion is on its way: on_admission() drops what it brings
+    }  // else the completion is on its way: the stage gives back what it brings
   }
   end_attempts();
-  ex_.end();
+  ex_.end(false);  // settled; the generation stays pinned while completions may be pending
   client_.close();
   const Ref<ClientConn> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the connection.

@@ -36,7 +36,7 @@
 
 namespace floodgate::proxy {
 
-class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner {
+class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner, public WaitOwner {
  public:
   // Takes the accepted socket `fd`; `peer` is the client's address.
   ClientConn(Reactor& reactor, int fd, const sockaddr* peer);
@@ -96,7 +96,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner 
   ClientConn* list_next = nullptr;
 
  private:
-  // queued: routed, waiting in its pool's admission queue (no backend yet).
+  // queued: routed, waiting for a stage of its route's chain (the pool's queue; no backend).
   enum class Phase { idle, head, queued, forwarding, generated, tunnel, closing };
 
   // -- the connection (client_conn.cpp)
@@ -120,20 +120,17 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner 
   void on_client_timeout();
   void arm_client_timer(std::chrono::milliseconds d);
 
-  // -- pool admission (admit.cpp)
-  void admit();
-  void park();
-  void leave_queue(Reason reason, CancelReason cancel);
-  void on_admission(AdmitStatus status);
+  // -- the route's chain and waiting (waiting.cpp)
+  void run_chain(const Chain& chain);
+  void park(const Decision& d);
+  void leave_wait(Reason reason, CancelReason why);
   void watch_client_while_queued();
-  void count_queue_wait();  // the request leaves the queue now
-  // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
-  void reject(Reason reason);
-  static void on_admission_complete(void* context, AdmitStatus status) noexcept;
-  static void on_admission_handoff(net::RemoteTask& task);
+  void on_wait_over() override;
 
   // -- backend selection (dispatch.cpp)
   void select_backend();
+  // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
+  void reject(Reason reason);
 
   // -- CONNECT (connect.cpp) and the tunnel relay (tunnel.cpp)
   void open_connect_tunnel();
@@ -159,16 +156,6 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner 
     ClientConn& conn_;
   };
 
-  // An admission grant (or rejection) on its way from the thread that decided it to this
-  // connection's reactor, through the poller's inbox: no allocation, no lock.
-  struct AdmissionHandoff final : net::RemoteTask {
-    AdmissionHandoff(ClientConn& c, Poller& p)
-        : RemoteTask(&ClientConn::on_admission_handoff), conn(c), poller(p) {}
-    ClientConn& conn;
-    Poller& poller;
-    AdmitStatus status = AdmitStatus::rejected;  // written by the sender before send()
-  };
-
   Reactor& reactor_;
   ClientStream client_;
   // An open connection holds itself: no pending operation holds a reference (stream.h).
@@ -176,7 +163,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner 
   Ref<ClientConn> self_;
   int adopt_error_ = 0;  // the poller refused the socket (errno)
   http::Parser parser_{http::Parser::Kind::request};
-  // header_timeout, idle_timeout, the pool's pending_timeout while queued, the linger.
+  // header_timeout, idle_timeout, a wait's deadline (pending_timeout), the linger.
   TimerWheel::Entry client_timer_;
   Phase phase_ = Phase::idle;
   bool read_into_landing_ = false;  // the pending client read goes to landing_
@@ -203,14 +190,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner 
   // The request in progress.
   Exchange ex_;
 
-  // Pool admission. parked_ holds the connection while its waiter is queued or a completion
-  // is on its way; leave_reason_ is why it gave up on a waiter whose completion was already
-  // on its way (it then drops the grant and answers with that reason).
-  AdmissionHandoff handoff_;
-  AdmissionWaiter waiter_;
+  // Holds the connection while its exchange waits for a stage (waiting.cpp).
   Ref<ClientConn> parked_;
-  Reason leave_reason_ = Reason::none;
-  std::chrono::steady_clock::time_point queued_at_{};
 };
 
 }  // namespace floodgate::proxy

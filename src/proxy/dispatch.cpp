@@ -50,6 +50,12 @@ void ClientConn::select_backend() {
   respond(Reason::upstream_connect_failed);
 }
 
+void ClientConn::reject(Reason reason) {
+  ex_.permit.release();  // a turned-away request holds no slot while its answer is written
+  reactor_.metrics().pool_rejected(ex_.up->id, reason);
+  respond(reason);
+}
+
 void ClientConn::on_request_head_sent() {
   if (ex_.facts.expect_continue && !ex_.request_parsed && in_pos_ == in_len_ &&
       parser_.http_minor() >= 1) {

@@ -7,7 +7,7 @@
 // host name that the protocol policy allows comes here (an IP literal is connected at once).
 //
 // Thread-safety: resolve() on the reactor thread; the worker touches nothing of the reactor
-// but Reactor::post(). A job's completion (and whatever it holds, such as a session
+// but Reactor::post(). A job's completion (and whatever it holds, such as a client connection
 // reference) lives on the reactor thread or, when the reactor never runs it again, is
 // destroyed by ~Resolver or with the reactor's io_context after the reactor thread has ended.
 #pragma once

@@ -22,18 +22,27 @@ Decision Chain::run(Exchange& exchange, ReactorMetrics& metrics) const noexcept 
       case Decision::Verdict::go:
         break;
       case Decision::Verdict::wait:
-        return d;  // the stage resumes the chain after itself
+        exchange.wait.stage = &stage;  // the exchange's owner parks it (exchange.h, Wait)
+        exchange.wait.chain = this;
+        return d;
       case Decision::Verdict::stop:
-        if (stage.mode() == resilience::Mode::enforce) return d;
-        metrics.shadow_rejected(stage.id(), d.reason);
-        if (exchange.would_reject == Reason::none) {
-          exchange.would_reject = d.reason;
-          exchange.would_reject_stage = stage.id();
-        }
+        if (enforced(exchange, stage, d, metrics)) return d;
         break;
     }
   }
   return Decision::go();
+}
+
+bool Chain::enforced(Exchange& exchange, const Stage& stage, const Decision& d,
+                     ReactorMetrics& metrics) noexcept {
+  if (d.verdict != Decision::Verdict::stop) return false;
+  if (stage.mode() == resilience::Mode::enforce) return true;
+  metrics.shadow_rejected(stage.id(), d.reason);
+  if (exchange.would_reject == Reason::none) {
+    exchange.would_reject = d.reason;
+    exchange.would_reject_stage = stage.id();
+  }
+  return false;
 }
 
 }  // namespace floodgate::proxy

@@ -2,7 +2,7 @@
 //
 // The first input byte chooses the request's situation (HEAD or not, the client's HTTP minor
 // version, keep-alive) and the split seed; the rest is what the backend sends. The head is
-// parsed in random pieces, then the body over random splits, as Session does.
+// parsed in random pieces, then the body over random splits, as the request path does.
 // Properties: no crash; parse_body never reports more bytes consumed than it was given; the
 // head write_response_head produces parses back strictly as one complete head with the same
 // status and the framing plan_response chose (Content-Length kept, chunked, or neither).

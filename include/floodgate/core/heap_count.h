@@ -4,7 +4,7 @@
 // called count_heap_allocations_on_this_thread() adds one to a relaxed counter per
 // allocation. Threads that did not call it (the main thread, log threads) are not counted.
 // On the request path the count does not move: per connection there is one allocation (the
-// session) and one per new backend connection, and nothing per request.
+// client connection) and one per new backend connection, and nothing per request.
 //
 // Thread-safety: any thread.
 #pragma once

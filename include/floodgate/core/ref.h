@@ -1,5 +1,5 @@
 // Single-threaded intrusive reference counting for objects that pending Asio operations
-// keep alive (sessions, backend connections). A connection lives on one reactor forever, so
+// keep alive (client and backend connections). A connection lives on one reactor forever, so
 // the count needs no atomic: copying a Ref into a handler costs one plain increment.
 //
 // Thread-safety: a RefCounted object and all its Refs belong to one thread.

@@ -12,12 +12,12 @@
 
 namespace floodgate {
 
-enum class StageId : uint8_t { inflight, memory_guard, protocol, count_ };
+enum class StageId : uint8_t { inflight, memory_guard, protocol, pool, count_ };
 
 inline constexpr std::size_t kStageCount = static_cast<std::size_t>(StageId::count_);
 
 inline constexpr std::array<std::string_view, kStageCount> kStageLabels{"inflight", "memory_guard",
-                                                                        "protocol"};
+                                                                        "protocol", "pool"};
 
 constexpr std::string_view label(StageId s) {
   return kStageLabels[static_cast<std::size_t>(s)];

@@ -96,7 +96,7 @@ class PollTarget {
 };
 
 // Work handed to a reactor by another thread without allocating: an intrusive node the sender
-// owns (in floodgate, the admission grant of a parked request, embedded in its Session). The
+// owns (in floodgate, the admission grant of a parked request, embedded in its exchange). The
 // poller runs `run(task)` on its thread on the next turn. A node is in at most one inbox at a
 // time and must stay alive until it has run.
 struct RemoteTask {

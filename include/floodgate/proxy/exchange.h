@@ -22,6 +22,8 @@
 #include "floodgate/core/ref.h"
 #include "floodgate/core/stage_id.h"
 #include "floodgate/http/rewrite.h"
+#include "floodgate/metrics/reactor_metrics.h"
+#include "floodgate/net/poller.h"
 #include "floodgate/proxy/attempt.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/proxy/stage.h"
@@ -30,7 +32,65 @@
 
 namespace floodgate::proxy {
 
+class Chain;
+
+// Whom a wait's completion goes to: the client connection the exchange belongs to.
+class WaitOwner {
+ public:
+  // On the exchange's reactor: the wait's completion is here (Wait::result).
+  virtual void on_wait_over() = 0;
+
+ protected:
+  ~WaitOwner() = default;
+};
+
+// The one way an exchange waits for a stage: the pool's queue now, the quota's Redis reply
+// later. A stage that answers wait (Chain::run records which, and in which chain) has started
+// something that completes later; the owner parks the exchange (holding itself, watching its
+// client, the deadline on its timer). Exactly one of these ends the wait:
+//   - complete(result), from whichever thread decided (another reactor releasing a pool slot,
+//     the main thread applying a reload's limits, the reactor's Redis link): handed to the
+//     exchange's reactor through the poller's inbox (no allocation, no lock), then the owner's
+//     on_wait_over() gives it to the stage's resume();
+//   - the deadline, the client going away or the generation retiring: the owner asks the
+//     stage to cancel(). When the cancel wins, the owner answers at once; when it loses, a
+//     completion is already on its way: the owner records why it gave up (gave_up, or
+//     abandoned when the client is gone), and resume() gives back what the completion brings.
+// So nothing a stage grants is leaked, or used by an exchange that gave up on it.
+struct Wait final : net::RemoteTask {
+  Wait() noexcept : RemoteTask(&Wait::delivered) {}
+
+  // Any thread: the wait is over with `value` (the stage's own code: an AdmitStatus for the
+  // pool). After it the exchange belongs to its reactor again.
+  void complete(uint32_t value) noexcept {
+    result = value;
+    poller->send(*this);
+  }
+
+  const Stage* stage = nullptr;  // waited for; nullptr when the exchange is not waiting
+  const Chain* chain = nullptr;  // the chain the stage is in, resumed after it
+  Poller* poller = nullptr;      // the exchange's reactor's
+  WaitOwner* owner = nullptr;
+  uint32_t result = 0;                            // written by complete() before the handoff
+  Reason gave_up = Reason::none;                  // the exchange gave up as a completion came
+  bool abandoned = false;                         // the client went away as a completion came
+  std::chrono::steady_clock::time_point since{};  // parked at
+  Reason at_deadline = Reason::none;              // the answer when the deadline passes
+  // The pool queue's node (upstream/admission.h), completing into complete().
+  AdmissionWaiter pool_node{&Wait::pool_decided, this};
+
+ private:
+  static void delivered(net::RemoteTask& task) { static_cast<Wait&>(task).owner->on_wait_over(); }
+  static void pool_decided(void* wait, AdmitStatus status) noexcept {
+    static_cast<Wait*>(wait)->complete(static_cast<uint32_t>(status));
+  }
+};
+
 struct Exchange {
+  // The generation the request runs on (pinned once its head is complete; on_head re-pins).
+  // First, so that it is destroyed last: the stages that tickets and a wait point to are its.
+  Ref<ReactorGeneration> gen;
+
   // -- The stage chain's state (stage.h).
   resilience::RequestView request;     // what the stages read
   TicketBook tickets;                  // what they hold until the exchange ends
@@ -39,7 +99,6 @@ struct Exchange {
   StageId would_reject_stage = StageId::count_;
 
   // -- The request.
-  Ref<ReactorGeneration> gen;  // pinned once its head is complete (on_head re-pins)
   http::RequestFacts facts;
   const Upstream* up = nullptr;  // its pool, once routed (part of gen)
   std::chrono::steady_clock::time_point started{};
@@ -53,6 +112,10 @@ struct Exchange {
 
   // -- The pool slot, held from admission to the end of the exchange (tunnels included).
   Permit permit;
+  // -- Waiting for a stage (the pool's queue).
+  Wait wait;
+  // -- The reactor's metrics shard, where stages count what they decide.
+  ReactorMetrics* metrics = nullptr;
 
   // -- How the exchange ended, set where it is decided (core/outcome.h).
   Outcome outcome;
@@ -101,7 +164,9 @@ struct Exchange {
   // backend's in-flight count, then the stages' tickets), and unpins its generation. The
   // attempts must be ended before (their backend connections are the client's business).
   // Later calls do nothing but reset.
-  void end() noexcept {
+  // `unpin` false keeps the generation pinned until the exchange is destroyed or begun again
+  // (a closing connection: completions still pending may read what it owns).
+  void end(bool unpin = true) noexcept {
     permit.release();  // the pool slot, after the backend's (sum of backends <= pool)
     tickets.settle(outcome);
     request = {};
@@ -109,7 +174,9 @@ struct Exchange {
     would_reject = Reason::none;
     would_reject_stage = StageId::count_;
     up = nullptr;
-    gen = Ref<ReactorGeneration>();  // the request is over; its generation may retire
+    // The request is over; its generation may retire. Unless a wait's completion is still on
+    // its way: it runs the waiting stage's code, which the generation owns.
+    if (unpin && wait.stage == nullptr) gen = Ref<ReactorGeneration>();
   }
 };
 

@@ -122,6 +122,8 @@ struct Snapshot {
   // The front of the stage chain, run before routing (front_stages.h), and the in-flight cap
   // it resolved (0 = none).
   Chain front;
+  // Each route's chain, by Route::index (pool_stage.h): pool admission last.
+  std::vector<Chain> route_chains;
   uint32_t max_inflight = 0;
   std::shared_ptr<FrontState> front_state;  // process-wide: the cap's count, the memory sample
   std::vector<std::string> upstream_names;  // every pool name since start; index = id

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -55,15 +56,21 @@ struct PrebuiltAnswer {
 struct Decision {
   enum class Verdict : uint8_t { go, stop, wait };
   Verdict verdict = Verdict::go;
+  // stop: the answer's reason. wait: the reason the exchange is answered with when the wait
+  // reaches its deadline.
   Reason reason = Reason::none;
   int status = 0;                          // 0 = info(reason).status
   const PrebuiltAnswer* answer = nullptr;  // nullptr = the plain generated response for reason
+  std::chrono::milliseconds deadline{0};   // wait: how long at most (0 = no deadline)
 
   static constexpr Decision go() noexcept { return {}; }
-  static constexpr Decision wait() noexcept { return {Verdict::wait, Reason::none, 0, nullptr}; }
+  static constexpr Decision wait(std::chrono::milliseconds deadline = {},
+                                 Reason at_deadline = Reason::none) noexcept {
+    return {Verdict::wait, at_deadline, 0, nullptr, deadline};
+  }
   static constexpr Decision stop(Reason reason, const PrebuiltAnswer* answer = nullptr,
                                  int status = 0) noexcept {
-    return {Verdict::stop, reason, status, answer};
+    return {Verdict::stop, reason, status, answer, {}};
   }
 };
 
@@ -127,6 +134,24 @@ class Stage {
   // Looks at the exchange; fills `ticket` when it admits and holds something. A stage that
   // answers wait has parked the exchange and runs the chain on exactly once later.
   virtual Decision check(Exchange& exchange, Ticket& ticket) const noexcept = 0;
+  // For a stage that answers wait (the exchange's Wait, exchange.h, says how waiting works):
+  // the exchange gives up waiting, for `why`. True when that ends the wait (no completion
+  // will come); false when a completion is already on its way: it still comes to resume(),
+  // which then finds Wait::gave_up or Wait::abandoned set and gives back what it brought.
+  virtual bool cancel(Exchange& exchange, CancelReason why) const noexcept {
+    (void)exchange;
+    (void)why;
+    return true;
+  }
+  // The completion of the wait, on the exchange's reactor, with the value Wait::complete()
+  // carried: fills `ticket` when it admits and answers go or stop (the chain goes on after this
+  // stage on go).
+  virtual Decision resume(Exchange& exchange, Ticket& ticket, uint32_t result) const noexcept {
+    (void)exchange;
+    (void)ticket;
+    (void)result;
+    return Decision::go();
+  }
   // The exchange ended with `outcome`; `ticket` is what check() filled. Called exactly once
   // per held ticket (its permit is released right after).
   virtual void settle(Ticket& ticket, const Outcome& outcome) const noexcept {
@@ -155,6 +180,10 @@ class Chain {
   // resumes the exchange by calling run() again: the cursor is already past it.
   // `metrics` (the reactor's shard) counts what shadow-mode stages would have refused.
   Decision run(Exchange& exchange, ReactorMetrics& metrics) const noexcept;
+  // Whether `d`, answered by `stage`, stops the exchange: a stop in enforce mode does; a stop
+  // in shadow mode is counted and remembered (would_reject) instead.
+  static bool enforced(Exchange& exchange, const Stage& stage, const Decision& d,
+                       ReactorMetrics& metrics) noexcept;
 
   std::size_t size() const noexcept { return stages_.size(); }
   bool empty() const noexcept { return stages_.empty(); }

@@ -194,7 +194,7 @@ TEST(RouteTable, RouteCarriesItsH2cUpgradePolicy) {
 }
 
 TEST(RouteTable, BypassSpellingsOfAPathMatchItsRouteOnceNormalised) {
-  // What Session does: normalise, then match. nginx routes all four to /admin.
+  // What the client connection does: normalise, then match. nginx routes all four to /admin.
   const auto t = table({route("*", "/admin"), route("*", "/")});
   for (const char* target : {"/x/../admin", "//admin", "/./admin", "/%61dmin", "/admin?q"}) {
     MatchPath p;
