@@ -82,13 +82,7 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
       up->backends.push_back(std::move(b));
     }
     up->pool = pools_.get(up->params.name, [] { return std::make_shared<proxy::Pool>(); });
-    up->policy = policy_of(up->params.resilience);
-    for (std::size_t r = 0; r < kPoolRejections.size(); ++r) {
-      for (int close = 0; close < 2; ++close) {
-        up->rejections[r][static_cast<std::size_t>(close)] = http::build_generated_response(
-            kPoolRejections[r], close == 1, up->policy.retry_after_seconds);
-      }
-    }
+    up->apply_policy();
     up->per_reactor = std::make_unique<proxy::Upstream::PerReactor[]>(reactors_);
     for (unsigned r = 0; r < reactors_; ++r) {
       const uint64_t seed = (uint64_t{rd()} << 32) ^ rd();
@@ -139,15 +133,6 @@ void Generations::apply_limits() {
   for (const auto& up : active_.snapshot->upstreams)
     up->pool->admission.set_limits(up->policy.limits);
   front_->inflight.set_limit(active_.snapshot->max_inflight);
-}
-
-proxy::Policy policy_of(const ResilienceParams& r) {
-  proxy::Policy p;
-  p.limits = AdmissionLimits{r.max_active_requests, r.max_pending_requests};
-  p.max_active_per_backend = r.max_active_per_backend;
-  p.pending_timeout = r.pending_timeout;
-  p.retry_after_seconds = http::retry_after_seconds(r.retry_after);
-  return p;
 }
 
 }  // namespace floodgate::app

@@ -33,9 +33,6 @@ std::string sha256_hex(std::string_view text);
 
 boost::asio::ip::tcp::endpoint to_tcp(const Endpoint& e);
 
-// A pool's [upstreams.resilience] resolved to the scalars the request path reads.
-proxy::Policy policy_of(const ResilienceParams& r);
-
 class Generations {
  public:
   struct Entry {

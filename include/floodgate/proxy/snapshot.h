@@ -82,6 +82,10 @@ struct Policy {
   uint32_t max_active_per_backend = 0;           // 0 = unlimited
   std::chrono::milliseconds pending_timeout{0};  // 0 = none
   uint32_t retry_after_seconds = 1;              // Retry-After of this pool's rejections (>= 1)
+
+  // The pool's [upstreams.resilience] resolved to what the request path reads: the one place
+  // these values are derived.
+  static Policy of(const ResilienceParams& r);
 };
 
 // A pool as one generation configures it: its policy and its backends (shared with other
@@ -101,6 +105,8 @@ struct Upstream {
   // The generated responses for kPoolRejections, with Retry-After: [reason index][close].
   std::array<std::array<std::string, 2>, kPoolRejections.size()> rejections;
 
+  // Sets the policy from params.resilience and prebuilds the rejections with its Retry-After.
+  void apply_policy();
   // The prebuilt response for `reason` (one of kPoolRejections).
   std::string_view rejection(Reason reason, bool close) const {
     return rejections[pool_rejection_index(reason)][close ? 1 : 0];

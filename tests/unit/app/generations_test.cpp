@@ -202,9 +202,9 @@ upstream = "app"
 TEST(Generations, RetryAfterIsAtLeastOneSecond) {
   ResilienceParams r;
   r.retry_after = std::chrono::milliseconds(1);
-  EXPECT_EQ(policy_of(r).retry_after_seconds, 1U);
+  EXPECT_EQ(proxy::Policy::of(r).retry_after_seconds, 1U);
   r.retry_after = std::chrono::seconds(30);
-  EXPECT_EQ(policy_of(r).retry_after_seconds, 30U);
+  EXPECT_EQ(proxy::Policy::of(r).retry_after_seconds, 30U);
 }
 
 }  // namespace
