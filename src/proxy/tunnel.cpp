@@ -54,6 +54,8 @@ void ClientConn::run_tunnel() {
   tunnel_client_to_backend();
 }
 
+// The request's head stays where it is until the exchange ends (the access log reads its
+// method, target and CONNECT authority from it): the tunnel's bytes go after it.
 void ClientConn::tunnel_client_to_backend() {
   if (closed_) return;
   net::Stream& backend = ex_.attempt().stream();
@@ -63,26 +65,27 @@ void ClientConn::tunnel_client_to_backend() {
                     ClientConn& c = Attempt::from(o).client();
                     if (c.closed_) return;
                     if (ec) return c.close();
-                    c.in_pos_ = c.in_len_ = 0;
+                    c.in_pos_ = c.in_len_ = c.parser_.head_end();
                     c.arm_client_timer(c.reactor_.snapshot().server.idle_timeout);
                     c.tunnel_client_to_backend();
                   });
     return;
   }
-  const std::size_t cap = reactor_.request_data();
-  client_.read_some(in_data(), cap, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-    ClientConn& c = ClientConn::from(o);
-    if (c.closed_) return;
-    if (ec == asio::error::eof) {
-      c.ex_.attempt().stream().shutdown_send();
-      return c.tunnel_half_closed();
-    }
-    if (ec) return c.close();
-    c.ex_.bytes_in += n;
-    c.in_pos_ = 0;
-    c.in_len_ = n;
-    c.tunnel_client_to_backend();
-  });
+  const std::size_t head = parser_.head_end();
+  client_.read_some(in_data() + head, reactor_.request_data() - head,
+                    [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                      ClientConn& c = ClientConn::from(o);
+                      if (c.closed_) return;
+                      if (ec == asio::error::eof) {
+                        c.ex_.attempt().stream().shutdown_send();
+                        return c.tunnel_half_closed();
+                      }
+                      if (ec) return c.close();
+                      c.ex_.bytes_in += n;
+                      c.in_pos_ = c.parser_.head_end();
+                      c.in_len_ = c.in_pos_ + n;
+                      c.tunnel_client_to_backend();
+                    });
 }
 
 void ClientConn::tunnel_backend_to_client() {
