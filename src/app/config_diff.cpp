@@ -107,6 +107,13 @@ json::object config_diff(const config::Config& active, const config::Config& nex
   if (was.inflight != will.inflight) resilience_changed.emplace_back("inflight");
   if (was.memory_guard != will.memory_guard) resilience_changed.emplace_back("memory_guard");
   if (was.protocol != will.protocol) resilience_changed.emplace_back("protocol");
+  if (was.circuit_breaker != will.circuit_breaker) {
+    resilience_changed.emplace_back("circuit_breaker");
+  }
+  if (was.retry_budget != will.retry_budget) resilience_changed.emplace_back("retry_budget");
+  if (was.hedging != will.hedging) resilience_changed.emplace_back("hedging");
+  // A sub-table no one listed here yet: reported rather than missed.
+  if (resilience_changed.empty() && was != will) resilience_changed.emplace_back("other");
   json::array tables_changed;
   if (!(active.server == next.server)) tables_changed.emplace_back("server");
   if (!(active.admin == next.admin)) tables_changed.emplace_back("admin");

@@ -34,10 +34,6 @@ constexpr std::string_view kStatusForms =
     R"(write a code ("200"), a range ("200-399") or a comma-separated list of both )"
     R"(("200,204,300-399"))";
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }

@@ -16,10 +16,6 @@ constexpr std::string_view kMinAvailableVariable = "FLOODGATE_MEMORY_GUARD_MIN_M
 // file and may be anything.
 constexpr size_t kShownValueBytes = 64;
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 // `value` in quotes, cut short.
 std::string shown(std::string_view value) {
   if (value.size() <= kShownValueBytes) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "failure_schema.h"
 #include "resilience_values.h"
 #include "values.h"
 
@@ -21,17 +22,13 @@ constexpr std::array<Choice<Mode>, 2> kModes{{
     {"shadow", Mode::shadow},
 }};
 
-constexpr std::array<std::string_view, 3> kSubTables{"inflight", "memory_guard", "protocol"};
-constexpr std::string_view kSubTableList = "inflight, memory_guard and protocol";
+constexpr std::array<std::string_view, 6> kSubTables{"inflight",        "memory_guard", "protocol",
+                                                     "circuit_breaker", "retry_budget", "hedging"};
+constexpr std::string_view kSubTableList =
+    "inflight, memory_guard, protocol, circuit_breaker, retry_budget and hedging";
 // Seed 004's other resilience blocks, which later versions add as [resilience] sub-tables.
-constexpr std::array<std::string_view, 9> kLaterSubTables{
-    "circuit_breaker",    "retry_budget", "hedging",
-    "adaptive_admission", "brownout",     "route_queue",
-    "scoped_rate_limits", "quota",        "watchdog"};
-
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
+constexpr std::array<std::string_view, 6> kLaterSubTables{
+    "adaptive_admission", "brownout", "route_queue", "scoped_rate_limits", "quota", "watchdog"};
 
 // "auto" or an integer of [0, k.max]; false when it is neither (recorded).
 template <class T>
@@ -68,15 +65,6 @@ bool read_auto_or_count(TableReader& r, const AutoOrCount& k, bool& automatic, T
   return false;
 }
 
-// The element `i` of the array `key`, which the caller knows exists.
-const toml::node& element(const TableReader& r, std::string_view key, size_t i) {
-  return (*r.peek(key)->as_array())[i];
-}
-
-std::string element_path(const TableReader& r, std::string_view key, size_t i) {
-  return r.path(key) + "[" + std::to_string(i) + "]";
-}
-
 // Whether `key` holds a non-empty array, valid or not: what the operator meant to list.
 bool lists_something(const TableReader& r, std::string_view key) {
   const toml::node* n = r.peek(key);
@@ -97,16 +85,10 @@ void warn_miscased_methods(TableReader& r, std::string_view key) {
       std::string message = written + " never matches: methods are case-sensitive (RFC 9110 ";
       message.append("section 9.1), and ").append(written).append(" is not ").append(meant);
       message.append("; write ").append(meant);
-      r.out().warning(position_of((*items)[i].source()), element_path(r, key, i),
+      r.out().warning(position_of((*items)[i].source()), r.element_path(key, i),
                       std::move(message));
     }
   }
-}
-
-bool read_methods(TableReader& r, std::string_view key, std::vector<std::string>& out) {
-  const bool ok = r.texts(key, "\"GET\"", parse_method, out);
-  warn_miscased_methods(r, key);
-  return ok;
 }
 
 // An array of distinct ports 1..65535; assigned only when every element is valid.
@@ -130,14 +112,14 @@ bool read_ports(TableReader& r, std::string_view key, std::vector<uint16_t>& out
     const auto* v = item.as_integer();
     const auto first = v ? std::find(ports.begin(), ports.end(), v->get()) : ports.end();
     if (!v) {
-      type_error(r.out(), at, element_path(r, key, i), "a port number", item, "443");
+      type_error(r.out(), at, r.element_path(key, i), "a port number", item, "443");
     } else if (v->get() < 1 || v->get() > 65535) {
-      r.out().error(at, element_path(r, key, i),
+      r.out().error(at, r.element_path(key, i),
                     std::to_string(v->get()) + " is out of range; use a port from 1 to 65535");
     } else if (first != ports.end()) {
-      r.out().error(at, element_path(r, key, i),
+      r.out().error(at, r.element_path(key, i),
                     "duplicate port " + std::to_string(v->get()) + " (same as " +
-                        element_path(r, key, static_cast<size_t>(first - ports.begin())) +
+                        r.element_path(key, static_cast<size_t>(first - ports.begin())) +
                         "); remove one of them");
     } else {
       ports.push_back(static_cast<uint16_t>(v->get()));
@@ -159,7 +141,7 @@ void warn_root_prefix(TableReader& r, std::string_view key,
   const auto root = std::find(prefixes.begin(), prefixes.end(), "/");
   if (root != prefixes.end()) {
     const auto i = static_cast<size_t>(root - prefixes.begin());
-    r.out().warning(position_of(element(r, key, i).source()), element_path(r, key, i),
+    r.out().warning(position_of(r.element(key, i).source()), r.element_path(key, i),
                     "\"/\" matches every request, so " + std::string(what_it_does));
   }
 }
@@ -217,7 +199,7 @@ void warn_redundant_authorities(TableReader& r, const resilience::ProtocolParams
       std::string message = quoted(a) + " adds nothing: connect_allowed_ports lists " + port;
       message += ", which allows a CONNECT to any host on that port; to allow only the hosts ";
       message += "listed here, remove " + port + " from connect_allowed_ports";
-      r.out().warning(position_of(element(r, kKey, i).source()), element_path(r, kKey, i),
+      r.out().warning(position_of(r.element(kKey, i).source()), r.element_path(kKey, i),
                       std::move(message));
     }
   }
@@ -282,7 +264,7 @@ void check_early_data(TableReader& r) {
     if (!s || !parse_method(s->get()).value || s->get() == "GET" || s->get() == "HEAD") {
       continue;  // not a method (its own error), or allowed
     }
-    r.out().error(position_of((*items)[i].source()), element_path(r, kKey, i),
+    r.out().error(position_of((*items)[i].source()), r.element_path(kKey, i),
                   quoted(s->get()) +
                       " cannot be accepted in early data: 0-RTT data can be replayed by an "
                       "attacker (RFC 8470), so with allow_0rtt = true only \"GET\" and \"HEAD\" "
@@ -313,8 +295,8 @@ void read_protocol(TableReader& r, resilience::ProtocolParams& p) {
   }
 }
 
-// Every sub-table of [resilience] other than the three this version has is an error naming
-// those three; one a later version adds says so. Other unknown keys are left to finish().
+// Every sub-table of [resilience] other than the six this version has is an error naming
+// those six; one a later version adds says so. Other unknown keys are left to finish().
 void reject_other_tables(TableReader& r) {
   const std::vector<std::string> known(kSubTables.begin(), kSubTables.end());
   for (auto&& [key, value] : r.node()) {
@@ -342,13 +324,26 @@ void reject_other_tables(TableReader& r) {
 
 }  // namespace
 
-void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMarks& marks) {
+bool read_methods(TableReader& r, std::string_view key, std::vector<std::string>& out) {
+  const bool ok = r.texts(key, "\"GET\"", parse_method, out);
+  warn_miscased_methods(r, key);
+  return ok;
+}
+
+void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMarks& marks,
+                           const UpstreamRefs& upstreams) {
   r.table("inflight", "[resilience.inflight]",
           [&](TableReader& t) { read_inflight(t, p.inflight, marks); });
   r.table("memory_guard", "[resilience.memory_guard]",
           [&](TableReader& t) { read_memory_guard(t, p.memory_guard, marks); });
   r.table("protocol", "[resilience.protocol]",
           [&](TableReader& t) { read_protocol(t, p.protocol); });
+  r.table("circuit_breaker", "[resilience.circuit_breaker]",
+          [&](TableReader& t) { read_circuit_breaker(t, p.circuit_breaker); });
+  r.table("retry_budget", "[resilience.retry_budget]",
+          [&](TableReader& t) { read_retry_budget(t, p.retry_budget, upstreams); });
+  r.table("hedging", "[resilience.hedging]",
+          [&](TableReader& t) { read_hedging(t, p.hedging, upstreams); });
   reject_other_tables(r);
 }
 

@@ -1,14 +1,17 @@
 // The schema of the top-level [resilience] table (resilience/params.h): the front of the
 // request path's stage chain, in the sub-tables [resilience.inflight],
-// [resilience.memory_guard] and [resilience.protocol], each rejecting unknown keys; and the two
-// environment variables that override its keys. Its own file because its values have
-// syntaxes of their own (resilience_values.h) and rules between its keys. docs/resilience.md
-// lists every key. Main thread only.
+// [resilience.memory_guard] and [resilience.protocol], and the failure handling of the backend
+// attempt in [resilience.circuit_breaker], [resilience.retry_budget] and [resilience.hedging]
+// (failure_schema.h), each rejecting unknown keys; and the two environment variables that
+// override its keys. Its own file because its values have syntaxes of their own
+// (resilience_values.h) and rules between its keys. docs/resilience.md lists every key. Main
+// thread only.
 #pragma once
 
 #include <optional>
 
 #include "collector.h"
+#include "failure_schema.h"
 #include "floodgate/config/config.h"
 #include "table_reader.h"
 
@@ -23,8 +26,10 @@ struct ResilienceMarks {
 
 // Reads the sub-tables of one [resilience] table into `p` (which holds the defaults), records
 // their errors and warnings, and rejects every other sub-table, naming the ones that exist.
-// The caller finishes the table.
-void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMarks& marks);
+// `upstreams` is what the failure-handling sub-tables may refer to. The caller finishes the
+// table.
+void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMarks& marks,
+                           const UpstreamRefs& upstreams);
 
 // (resilience_environment.cpp) Applies FLOODGATE_MAX_INFLIGHT (the syntax of max_inflight) and
 // FLOODGATE_MEMORY_GUARD_MIN_MB (an integer of MiB) from `env` over the file's values. An invalid

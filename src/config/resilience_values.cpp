@@ -20,10 +20,6 @@ constexpr size_t kMaxFilePathBytes = 4095;
 constexpr std::array<std::string_view, 9> kStandardMethods{
     "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }

@@ -7,10 +7,6 @@
 namespace floodgate::config::detail {
 namespace {
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 // With SO_REUSEPORT both listeners could bind the same port and share its connections.
 void check_admin_port(const Config& c, const DocumentMarks& marks, Collector& out) {
   if (!marks.server_listen_ok || !marks.admin_listen_ok) {

@@ -29,6 +29,7 @@ struct DocumentMarks {
   struct Upstream {
     size_t index = 0;                            // i of upstreams[i] in the file
     std::optional<Position> pending_timeout_at;  // when resilience.pending_timeout is valid
+    bool response_timeout_ok = true;
   };
   std::vector<Upstream> upstreams;  // parallel to Config::upstreams, including the ones with errors
 

@@ -70,7 +70,12 @@ constexpr std::string_view kServerEntry =
 constexpr std::string_view kInflight = "[resilience.inflight]";
 constexpr std::string_view kMemoryGuard = "[resilience.memory_guard]";
 constexpr std::string_view kProtocol = "[resilience.protocol]";
-constexpr std::array<KeyHome, 62> kKeyHomes{{
+constexpr std::string_view kCircuitBreaker = "[resilience.circuit_breaker]";
+constexpr std::string_view kRetryBudget = "[resilience.retry_budget]";
+constexpr std::string_view kHedging = "[resilience.hedging]";
+// `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
+// any table, where a home would mislead.
+constexpr std::array<KeyHome, 75> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -138,6 +143,20 @@ constexpr std::array<KeyHome, 62> kKeyHomes{{
     // Seed 004's protocol.max_headers_* are the request limits floodgate already has.
     {"max_headers_count", "[server], as max_headers"},
     {"max_headers_bytes", "[server], as max_header_bytes"},
+    {"circuit_breaker", "[resilience], as [resilience.circuit_breaker]"},
+    {"retry_budget", "[resilience], as [resilience.retry_budget]"},
+    {"hedging", "[resilience], as [resilience.hedging]"},
+    {"failure_threshold", kCircuitBreaker},
+    {"half_open_max_probes", kCircuitBreaker},
+    {"failure_statuses", kCircuitBreaker},
+    {"when_all_open", kCircuitBreaker},
+    {"ratio_percent", kRetryBudget},
+    {"per_route_ratio_percent", kRetryBudget},
+    {"safe_methods", kHedging},
+    {"route_allowlist", kHedging},
+    // Seed 004 writes these durations as integers of milliseconds.
+    {"open_ms", "[resilience.circuit_breaker], as open (a duration: open = \"30s\")"},
+    {"delay_ms", "[resilience.hedging], as delay (a duration: delay = \"100ms\")"},
 }};
 
 std::string scope_hint(std::string_view key) {
@@ -150,10 +169,6 @@ std::string scope_hint(std::string_view key) {
     }
   }
   return {};
-}
-
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
 }
 
 // Upstream name -> line of its definition. Holds invalid names too, so that a route naming
@@ -356,7 +371,7 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMark
   read_servers(r, u.servers);
   r.choice("balance", kBalances, u.balance);
   r.duration("connect_timeout", Zero::rejected, u.connect_timeout);
-  r.duration("response_timeout", Zero::rejected, u.response_timeout);
+  mark.response_timeout_ok = r.duration("response_timeout", Zero::rejected, u.response_timeout);
   r.integer("keepalive", 0, 100'000, u.keepalive);
   r.duration("keepalive_timeout", Zero::rejected, u.keepalive_timeout);
   r.table("resilience", std::string(kResilience),
@@ -417,6 +432,22 @@ void read_route(TableReader& r, RouteParams& p, const Names& names, DocumentMark
   }
 }
 
+// What [resilience] may refer to: every name written (valid or not, as `names`) and the
+// response_timeout of the pools whose name and response_timeout are both valid.
+UpstreamRefs upstream_refs(const Config& c, const DocumentMarks& marks, const Names& names) {
+  UpstreamRefs refs;
+  for (const auto& entry : names) {
+    refs.names.push_back(entry.first);
+  }
+  for (size_t i = 0; i < c.upstreams.size(); ++i) {
+    const UpstreamParams& u = c.upstreams[i];
+    if (!u.name.empty() && marks.upstreams[i].response_timeout_ok) {
+      refs.response_timeouts.push_back({u.name, u.response_timeout});
+    }
+  }
+  return refs;
+}
+
 }  // namespace
 
 Config map_document(const toml::table& root, const Environment& env, Collector& out) {
@@ -438,8 +469,9 @@ Config map_document(const toml::table& root, const Environment& env, Collector& 
       "routes", "[[routes]]",
       R"(at least one [[routes]] is required; add one with upstream = "app")",
       [&](TableReader& t, size_t i) { read_route(t, c.routes.emplace_back(), names, marks, i); });
+  const UpstreamRefs refs = upstream_refs(c, marks, names);
   r.table("resilience", "[resilience]",
-          [&](TableReader& t) { read_resilience_table(t, c.resilience, resilience_marks); });
+          [&](TableReader& t) { read_resilience_table(t, c.resilience, resilience_marks, refs); });
   r.finish();
   check_document(c, marks, out);
   apply_resilience_environment(env, resilience_marks, c.resilience, out);

@@ -8,10 +8,6 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 // "a, b or c"
 std::string one_of(std::span<const std::string_view> names) {
   std::string out;

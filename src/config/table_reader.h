@@ -144,6 +144,14 @@ class TableReader {
   const toml::node* claim(std::string_view key);
   // The node of `key` or nullptr, leaving the key to finish() unless it is read or claimed.
   const toml::node* peek(std::string_view key) const { return table_->get(key); }
+  // The element `i` of the array `key` (the caller knows it is there) and its key path
+  // ("resilience.hedging.safe_methods[2]").
+  const toml::node& element(std::string_view key, size_t i) const {
+    return (*peek(key)->as_array())[i];
+  }
+  std::string element_path(std::string_view key, size_t i) const {
+    return path(key) + "[" + std::to_string(i) + "]";
+  }
   // Records a missing-key error at the table's position when `key` is absent.
   bool require(std::string_view key, std::string_view example);
   // Records an error (or a warning) about the value of `key`.

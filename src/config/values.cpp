@@ -15,10 +15,6 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -127,6 +123,10 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
 
 Parsed<Millis> parse_duration(std::string_view text) {
   using P = Parsed<Millis>;

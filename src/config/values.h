@@ -23,6 +23,9 @@ struct Parsed {
   static Parsed fail(std::string message) { return {std::nullopt, std::move(message)}; }
 };
 
+// `s` in double quotes, as messages show a value the user wrote.
+std::string quoted(std::string_view s);
+
 // Upper bound for every duration, so that `now + duration` can never overflow a clock (a
 // steady_clock in nanoseconds spans about 292 years). One year is far beyond any sane timeout.
 inline constexpr std::chrono::milliseconds kMaxDuration = std::chrono::hours{24 * 365};

@@ -1,11 +1,14 @@
 // Parameters of the [resilience] table: the front of the request path's stage chain (the
-// process-wide in-flight cap, the host memory guard, the protocol policy). Plain values that
-// config/ fills and the stages compile into their runtime form when a generation is built.
+// process-wide in-flight cap, the host memory guard, the protocol policy) and the failure
+// handling of the backend attempt (circuit breakers, the retry budget, hedging). Plain values
+// that config/ fills and the stages compile into their runtime form when a generation is built.
 // docs/resilience.md describes every key and maps each seed field to it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,10 +64,55 @@ struct ProtocolParams {
   bool operator==(const ProtocolParams&) const = default;
 };
 
+// What a request gets when every backend it could go to has an open circuit.
+enum class WhenAllOpen {
+  reject,                 // 503 circuit_open, Retry-After = the time until the first half-open
+  least_recently_failed,  // sent to the backend that failed least recently
+};
+
+// [resilience.circuit_breaker]: one breaker per backend address (issue 13). Configuration only
+// so far: the request path does not consult it yet. No `mode`: the seed gives the three
+// failure-handling tables none, and what a shadow breaker would do (send requests to an open
+// backend?) is for the request-path work to decide.
+struct CircuitBreakerParams {
+  bool enabled = true;
+  uint32_t failure_threshold = 3;          // consecutive recorded failures: closed -> open
+  std::chrono::milliseconds open{30'000};  // open -> half-open after this long (> 0)
+  uint32_t half_open_max_probes = 1;       // concurrent probes while half-open (> 0)
+  std::vector<uint16_t> failure_statuses{502, 503, 504};  // distinct, 500..599, as written
+  WhenAllOpen when_all_open = WhenAllOpen::reject;
+  bool operator==(const CircuitBreakerParams&) const = default;
+};
+
+// [resilience.retry_budget]: allowance = floor(primaries in `window` x ratio / 100) + 1, globally
+// and per selected upstream (issue 13; the sliding window is floodgate's, the seed counts since
+// start). Configuration only so far.
+struct RetryBudgetParams {
+  bool enabled = true;                       // false: no budget limit (eligibility still applies)
+  uint32_t ratio_percent = 10;               // 0..100
+  std::chrono::milliseconds window{10'000};  // the sliding window of the counts (> 0)
+  // Upstream name (an [[upstreams]] entry) -> its own ratio, 0..100, instead of ratio_percent.
+  std::map<std::string, uint32_t, std::less<>> per_route_ratio_percent{};
+  bool operator==(const RetryBudgetParams&) const = default;
+};
+
+// [resilience.hedging]: a second attempt to another backend when the primary has no response
+// head after `delay` (issue 13). Configuration only so far.
+struct HedgingParams {
+  bool enabled = false;
+  std::chrono::milliseconds delay{100};                  // > 0
+  std::vector<std::string> safe_methods{"GET", "HEAD"};  // method tokens, exact (case-sensitive)
+  std::vector<std::string> route_allowlist{};  // upstream names, distinct; empty = every upstream
+  bool operator==(const HedgingParams&) const = default;
+};
+
 struct Params {
   InflightParams inflight;
   MemoryGuardParams memory_guard;
   ProtocolParams protocol;
+  CircuitBreakerParams circuit_breaker;
+  RetryBudgetParams retry_budget;
+  HedgingParams hedging;
   bool operator==(const Params&) const = default;
 };
 

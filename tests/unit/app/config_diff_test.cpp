@@ -115,6 +115,21 @@ max_inflight = 10
   EXPECT_EQ(summarize(d), "[resilience] inflight, protocol changed, server, admin, log changed");
 }
 
+TEST(ConfigDiff, ReportsTheFailureHandlingSubTablesThatDiffer) {
+  const config::Config a = parse(kBase);
+  const config::Config b = parse(std::string(R"(
+[resilience.circuit_breaker]
+failure_threshold = 5
+[resilience.retry_budget]
+ratio_percent = 20
+[resilience.hedging]
+enabled = true
+)") + kBase);
+  const json::object d = config_diff(a, b);
+  EXPECT_EQ(changed(d, "resilience"), R"(["circuit_breaker","retry_budget","hedging"])");
+  EXPECT_EQ(changed(d, "tables"), "[]");
+}
+
 TEST(ConfigDiff, RoutesInAnotherOrderAreReported) {
   const std::string pools = R"(
 [[upstreams]]

@@ -364,14 +364,15 @@ TEST(ConfigFrontResilience, RejectsAMeminfoPathLongerThanAFileCanHave) {
 TEST(ConfigFrontResilience, RejectsAnUnknownSubTableNamingTheOnesThatExist) {
   EXPECT_EQ(only(load_in("[resilience.limits]", "max = 1")),
             "test.toml:1:1: error: resilience.limits: unknown table [resilience.limits]; "
-            "[resilience] has the sub-tables inflight, memory_guard and protocol");
+            "[resilience] has the sub-tables inflight, memory_guard, protocol, "
+            "circuit_breaker, retry_budget and hedging");
 }
 
 TEST(ConfigFrontResilience, SuggestsTheClosestSubTableForATypo) {
   EXPECT_EQ(only(load_in("[resilience.inflght]", "max_inflight = 1")),
             "test.toml:1:1: error: resilience.inflght: unknown table [resilience.inflght] (did "
-            "you mean 'inflight'?); [resilience] has the sub-tables inflight, memory_guard and "
-            "protocol");
+            "you mean 'inflight'?); [resilience] has the sub-tables inflight, memory_guard, "
+            "protocol, circuit_breaker, retry_budget and hedging");
 }
 
 class ConfigFrontLaterTables : public ::testing::TestWithParam<std::string_view> {};
@@ -381,25 +382,26 @@ TEST_P(ConfigFrontLaterTables, AreNotAcceptedYet) {
   EXPECT_EQ(only(load_in("[resilience." + name + "]", "enabled = true")),
             "test.toml:1:1: error: resilience." + name + ": [resilience." + name +
                 "] is not available in this version of floodgate; [resilience] has the "
-                "sub-tables inflight, memory_guard and protocol");
+                "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget and "
+                "hedging");
 }
 
 INSTANTIATE_TEST_SUITE_P(Seed004, ConfigFrontLaterTables,
-                         ::testing::Values("circuit_breaker", "retry_budget", "hedging",
-                                           "adaptive_admission", "brownout", "route_queue",
+                         ::testing::Values("adaptive_admission", "brownout", "route_queue",
                                            "watchdog", "scoped_rate_limits", "quota"));
 
 TEST(ConfigFrontResilience, RejectsAnArrayOfTablesOfALaterVersion) {
   EXPECT_EQ(only(load_in("[[resilience.scoped_rate_limits]]", "name = \"api\"")),
             "test.toml:1:1: error: resilience.scoped_rate_limits: [resilience.scoped_rate_limits] "
             "is not available in this version of floodgate; [resilience] has the sub-tables "
-            "inflight, memory_guard and protocol");
+            "inflight, memory_guard, protocol, circuit_breaker, retry_budget and hedging");
 }
 
 TEST(ConfigFrontResilience, RejectsAnUnknownKeyInTheResilienceTable) {
   EXPECT_EQ(only(load_in("[resilience]", "enabled = true")),
             "test.toml:2:1: error: resilience.enabled: unknown key 'enabled' in [resilience]; "
-            "expected one of: inflight, memory_guard, protocol");
+            "expected one of: inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
+            "hedging");
 }
 
 TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBelongsIn) {

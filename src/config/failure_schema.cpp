@@ -1,0 +1,315 @@
+#include "failure_schema.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "values.h"
+
+namespace floodgate::config::detail {
+namespace {
+
+using resilience::WhenAllOpen;
+
+constexpr std::array<Choice<WhenAllOpen>, 2> kWhenAllOpen{{
+    {"reject", WhenAllOpen::reject},
+    {"least_recently_failed", WhenAllOpen::least_recently_failed},
+}};
+
+// The bound of a breaker's streak and probe counts: far above any useful value, yet a bound,
+// so that the counters of the runtime can never overflow.
+constexpr int64_t kMaxCount = 1'000'000;
+
+// "a", "a and b", "a, b and c"
+std::string listing(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) {
+      out += i + 1 == items.size() ? " and " : ", ";
+    }
+    out += items[i];
+  }
+  return out;
+}
+
+// `name` as a TOML key: bare when it can be, quoted when it cannot (an upstream name may hold a
+// '.', which a bare key would read as a dotted key).
+std::string toml_key(std::string_view name) {
+  const auto bare = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  };
+  return !name.empty() && std::all_of(name.begin(), name.end(), bare) ? std::string(name)
+                                                                      : quoted(name);
+}
+
+bool defined(const UpstreamRefs& u, std::string_view name) {
+  return std::find(u.names.begin(), u.names.end(), name) != u.names.end();
+}
+
+// The message for a name in `key` that no [[upstreams]] entry has.
+std::string undefined_upstream(std::string_view key, std::string_view name, const UpstreamRefs& u) {
+  std::string message = "upstream '" + std::string(name) + "' is not defined";
+  if (const auto match = closest_match(name, u.names); !match.empty()) {
+    message += " (did you mean '" + std::string(match) + "'?)";
+  }
+  return message + "; " + std::string(key) +
+         " takes the names of [[upstreams]] entries: fix the name, or define [[upstreams]] " +
+         "name = " + quoted(name);
+}
+
+// --- [resilience.circuit_breaker] -------------------------------------------------------------
+
+// An array of distinct 5xx statuses, kept as written; assigned only when every element is
+// valid. A 4xx answers a fault of the request, never of the backend (issue 13: "4xx are never
+// failures"), and 1xx to 3xx are no errors at all, so none of them can open a circuit.
+bool read_failure_statuses(TableReader& r, std::vector<uint16_t>& out) {
+  constexpr std::string_view kKey = "failure_statuses";
+  const toml::node* n = r.find(kKey);
+  if (!n) {
+    return true;
+  }
+  const toml::array* items = n->as_array();
+  if (!items) {
+    const std::string status = n->is_integer() ? std::to_string(n->as_integer()->get()) : "503";
+    type_error(r.out(), r.position(kKey), r.path(kKey), "an array of HTTP status codes", *n,
+               std::string(kKey) + " = [" + status + "]");
+    return false;
+  }
+  std::vector<uint16_t> statuses;
+  bool ok = true;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const toml::node& item = (*items)[i];
+    const Position at = position_of(item.source());
+    const auto* v = item.as_integer();
+    const auto first = v ? std::find(statuses.begin(), statuses.end(), v->get()) : statuses.end();
+    const std::string value = v ? std::to_string(v->get()) : "";
+    if (!v) {
+      type_error(r.out(), at, r.element_path(kKey, i), "an HTTP status code", item, "503");
+    } else if (v->get() < 100 || v->get() > 599) {
+      r.out().error(at, r.element_path(kKey, i),
+                    value + " is not an HTTP status code; use a server error status from 500 " +
+                        "to 599, e.g. 503");
+    } else if (v->get() < 500) {
+      r.out().error(at, r.element_path(kKey, i),
+                    value + " is not a server error: only a 5xx status can count as a backend " +
+                        "failure (a 4xx answers a fault of the request, never of the backend, " +
+                        "and 1xx to 3xx are no errors at all); use a status from 500 to 599");
+    } else if (first != statuses.end()) {
+      r.out().error(at, r.element_path(kKey, i),
+                    "duplicate status " + value + " (same as " +
+                        r.element_path(kKey, static_cast<size_t>(first - statuses.begin())) +
+                        "); remove one of them");
+    } else {
+      statuses.push_back(static_cast<uint16_t>(v->get()));
+      continue;
+    }
+    ok = false;
+    statuses.push_back(0);  // keeps the indices of later duplicates right; never assigned
+  }
+  if (ok) {
+    out = std::move(statuses);
+  }
+  return ok;
+}
+
+// --- [resilience.retry_budget] ----------------------------------------------------------------
+
+// An unquoted key with dots (`api.v2 = 20`) is a chain of tables of one key each: the name it
+// spells ("api.v2") and the value at its end; `name` and `value` themselves for any other entry.
+struct Dotted {
+  std::string name;
+  const toml::node* value;
+};
+Dotted follow_dots(const std::string& name, const toml::node& value) {
+  Dotted d{name, &value};
+  while (const toml::table* t = d.value->as_table()) {
+    if (t->size() != 1) {
+      return {name, &value};
+    }
+    d.name += "." + std::string(t->begin()->first.str());
+    d.value = &t->begin()->second;
+  }
+  return d;
+}
+
+// A table of upstream names to percentages, 0..100; assigned only when every entry is valid.
+// An undefined name is reported at its key, a bad percentage at its value.
+bool read_route_ratios(TableReader& r, std::map<std::string, uint32_t, std::less<>>& out,
+                       const UpstreamRefs& u) {
+  constexpr std::string_view kKey = "per_route_ratio_percent";
+  const toml::node* n = r.find(kKey);
+  if (!n) {
+    return true;
+  }
+  const toml::table* t = n->as_table();
+  if (!t) {
+    type_error(r.out(), r.position(kKey), r.path(kKey), "a table of upstream names and percentages",
+               *n, std::string(kKey) + " = { app = 20 }");
+    return false;
+  }
+  std::map<std::string, uint32_t, std::less<>> ratios;
+  bool ok = true;
+  for (auto&& [key, value] : *t) {
+    const std::string name(key.str());
+    const std::string path = r.path(kKey) + "." + toml_key(name);
+    if (const Dotted d = follow_dots(name, value); d.name != name && defined(u, d.name)) {
+      const auto* percent = d.value->as_integer();
+      r.out().error(position_of(key.source()), path,
+                    "upstream names with a '.' must be quoted: unquoted, " + quoted(d.name) +
+                        " is read as nested keys; write " + quoted(d.name) + " = " +
+                        (percent ? std::to_string(percent->get()) : std::string("20")));
+      ok = false;
+      continue;
+    }
+    if (!defined(u, name)) {
+      r.out().error(position_of(key.source()), path, undefined_upstream(kKey, name, u));
+      ok = false;
+    }
+    const auto* v = value.as_integer();
+    if (!v) {
+      type_error(r.out(), position_of(value.source()), path, "an integer from 0 to 100", value,
+                 toml_key(name) + " = 20");
+      ok = false;
+    } else if (v->get() < 0 || v->get() > 100) {
+      r.out().error(position_of(value.source()), path,
+                    std::to_string(v->get()) + " is out of range; use an integer from 0 to 100");
+      ok = false;
+    } else {
+      ratios.emplace(name, static_cast<uint32_t>(v->get()));
+    }
+  }
+  if (ok) {
+    out = std::move(ratios);
+  }
+  return ok;
+}
+
+// --- [resilience.hedging] ---------------------------------------------------------------------
+
+Parsed<std::string> parse_upstream_name(std::string_view text) {
+  if (text.empty()) {
+    return Parsed<std::string>::fail(
+        "an upstream name cannot be empty; write the name of an [[upstreams]] entry, e.g. "
+        "\"app\"");
+  }
+  return Parsed<std::string>::ok(std::string(text));
+}
+
+// An array of distinct names of [[upstreams]] entries; assigned only when every one is valid.
+bool read_route_allowlist(TableReader& r, std::vector<std::string>& out, const UpstreamRefs& u) {
+  constexpr std::string_view kKey = "route_allowlist";
+  std::vector<std::string> names;
+  if (!r.texts(kKey, "\"app\"", parse_upstream_name, names) || !r.peek(kKey)) {
+    return !r.peek(kKey);  // false: the error is recorded; true: the key is absent
+  }
+  bool ok = true;
+  for (size_t i = 0; i < names.size(); ++i) {  // parallel to the array: every element was valid
+    if (!defined(u, names[i])) {
+      r.out().error(position_of(r.element(kKey, i).source()), r.element_path(kKey, i),
+                    undefined_upstream(kKey, names[i], u));
+      ok = false;
+    }
+  }
+  if (ok) {
+    out = std::move(names);
+  }
+  return ok;
+}
+
+// The seed lets safe_methods list any method, so none is an error; but a hedge sends the
+// request twice, to two backends, and that is what a method that is not idempotent (RFC 9110
+// section 9.2.2) must never have done to it. A CONNECT is a tunnel, which is never hedged.
+void warn_unrepeatable_methods(TableReader& r, const std::vector<std::string>& methods) {
+  constexpr std::string_view kKey = "safe_methods";
+  for (size_t i = 0; i < methods.size(); ++i) {  // parallel to the array: every element was valid
+    const std::string& m = methods[i];
+    std::string message;
+    if (m == "POST" || m == "PATCH") {
+      message = quoted(m) +
+                " is not idempotent (RFC 9110 section 9.2.2): a hedge sends the request a "
+                "second time, to another backend, while the first attempt may still be "
+                "processed, so both backends may act on it; list only methods that are safe to "
+                "repeat, e.g. \"GET\" and \"HEAD\"";
+    } else if (m == "CONNECT") {
+      message =
+          "\"CONNECT\" is never hedged: it opens a tunnel, and only requests that are not "
+          "tunnels are hedged; remove it";
+    } else {
+      continue;
+    }
+    r.out().warning(position_of(r.element(kKey, i).source()), r.element_path(kKey, i),
+                    std::move(message));
+  }
+}
+
+// A hedge goes out when the primary has no response head after `delay`; a pool's
+// response_timeout ends the primary at that point (504) first, when it is not longer than the
+// delay, so the pool's requests are never hedged.
+void warn_late_delay(TableReader& r, const resilience::HedgingParams& p, const UpstreamRefs& u) {
+  const auto& allowlist = p.route_allowlist;
+  std::vector<std::string> late;
+  for (const UpstreamRefs::Timeout& t : u.response_timeouts) {
+    const bool hedged = allowlist.empty() ||
+                        std::find(allowlist.begin(), allowlist.end(), t.name) != allowlist.end();
+    if (hedged && p.delay >= t.response_timeout) {
+      late.push_back("'" + t.name + "' (" + quoted(format_duration(t.response_timeout)) + ")");
+    }
+  }
+  if (late.empty()) {
+    return;
+  }
+  const bool one = late.size() == 1;
+  r.warning("delay",
+            "delay = " + quoted(format_duration(p.delay)) +
+                " is not shorter than the response_timeout of " +
+                (one ? "upstream " : "upstreams ") + listing(late) + ", so no request " +
+                (one ? "to it" : "to them") +
+                " is ever hedged: the primary attempt times out first; set delay below " +
+                (one ? "that response_timeout" : "those response_timeouts") +
+                (allowlist.empty() ? "" : ", or remove the upstream from route_allowlist"));
+}
+
+}  // namespace
+
+void read_circuit_breaker(TableReader& r, resilience::CircuitBreakerParams& p) {
+  r.boolean("enabled", "enabled = false", p.enabled);
+  r.integer("failure_threshold", 1, kMaxCount, p.failure_threshold);
+  r.duration("open", Zero::rejected, p.open);
+  r.integer("half_open_max_probes", 1, kMaxCount, p.half_open_max_probes);
+  read_failure_statuses(r, p.failure_statuses);
+  r.choice("when_all_open", kWhenAllOpen, p.when_all_open);
+}
+
+void read_retry_budget(TableReader& r, resilience::RetryBudgetParams& p, const UpstreamRefs& u) {
+  r.boolean("enabled", "enabled = false", p.enabled);
+  r.integer("ratio_percent", 0, 100, p.ratio_percent);
+  r.duration("window", Zero::rejected, p.window);
+  read_route_ratios(r, p.per_route_ratio_percent, u);
+}
+
+void read_hedging(TableReader& r, resilience::HedgingParams& p, const UpstreamRefs& u) {
+  const bool enabled_ok = r.boolean("enabled", "enabled = true", p.enabled);
+  const bool delay_ok = r.duration("delay", Zero::rejected, p.delay);
+  const bool methods_ok = read_methods(r, "safe_methods", p.safe_methods);
+  const bool allowlist_ok = read_route_allowlist(r, p.route_allowlist, u);
+  if (methods_ok) {
+    warn_unrepeatable_methods(r, p.safe_methods);
+  }
+  if (!enabled_ok || !p.enabled) {
+    return;
+  }
+  if (methods_ok && p.safe_methods.empty()) {
+    r.warning("safe_methods",
+              "enabled = true with safe_methods = []: no request is ever hedged; list the "
+              "methods to hedge, e.g. safe_methods = [\"GET\", \"HEAD\"], or set enabled = false");
+  }
+  if (delay_ok && allowlist_ok) {
+    warn_late_delay(r, p, u);
+  }
+}
+
+}  // namespace floodgate::config::detail
