@@ -75,6 +75,14 @@ class PoolAdmission(AdmissionTestCase):
                     route("per-backend", host="per-backend.test")],
             workers=2)
 
+    def setUp(self):
+        super().setUp()
+        # floodgate frees a request's slot once the last write of its response has completed,
+        # which can be just after the client (the previous test) read it: start every test
+        # from idle pools, so that an exact gauge below means this test's requests.
+        for name in ("capped", "queued", "timed", "per-backend"):
+            self.wait_metric("floodgate_pool_active", 0, upstream=name)
+
     def test_the_request_beyond_the_limit_gets_503_with_retry_after_and_never_reaches_a_backend(self):
         before = self.metric("floodgate_pool_rejected_total", upstream="capped",
                              reason="proxy_overloaded")
