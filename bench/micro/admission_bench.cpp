@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <thread>
 
-#include "floodgate/core/heap_count.h"
 #include "floodgate/upstream/admission.h"
+#include "measured.h"
 
 namespace floodgate {
 namespace {
@@ -23,22 +23,8 @@ struct Flag {
   }
 };
 
-// Runs the benchmark loop body `step` and reports allocations per iteration. The count is
-// process-wide over counted threads, so only thread 0 is counted and checked: the other
-// threads run the same loop, and thread 0 (the framework's main thread) allocates outside its
-// own loop while they are still in theirs.
-template <class Step>
-void measured(benchmark::State& state, Step step) {
-  const bool counting = state.thread_index() == 0;
-  if (counting) count_heap_allocations_on_this_thread();
-  const uint64_t before = counted_heap_allocations();
-  for (auto _ : state) step();
-  const uint64_t allocations = counted_heap_allocations() - before;
-  state.SetItemsProcessed(state.iterations());  // summed over threads: items/s is the total
-  if (!counting) return;
-  state.counters["allocs/op"] =
-      benchmark::Counter(static_cast<double>(allocations), benchmark::Counter::kAvgIterations);
-  if (allocations != 0) state.SkipWithError("admission allocated on the heap");
+void measured(benchmark::State& state, auto step) {
+  bench::measured(state, "admission", step);
 }
 
 // The fast path, one thread: one CAS to admit, one to release.

@@ -14,28 +14,16 @@
 #include <cstdint>
 
 #include "floodgate/core/clock.h"
-#include "floodgate/core/heap_count.h"
 #include "floodgate/resilience/circuit_breaker.h"
+#include "measured.h"
 
 namespace floodgate::resilience {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Runs `step` as the benchmark loop and reports allocations per iteration, counted on thread 0
-// only (see bench/micro/admission_bench.cpp for why).
-template <class Step>
-void measured(benchmark::State& state, Step step) {
-  const bool counting = state.thread_index() == 0;
-  if (counting) count_heap_allocations_on_this_thread();
-  const uint64_t before = counted_heap_allocations();
-  for (auto _ : state) step();
-  const uint64_t allocations = counted_heap_allocations() - before;
-  state.SetItemsProcessed(state.iterations());  // summed over threads: items/s is the total
-  if (!counting) return;
-  state.counters["allocs/op"] =
-      benchmark::Counter(static_cast<double>(allocations), benchmark::Counter::kAvgIterations);
-  if (allocations != 0) state.SkipWithError("the circuit breaker allocated on the heap");
+void measured(benchmark::State& state, auto step) {
+  bench::measured(state, "the circuit breaker", step);
 }
 
 const Clock::time_point kNow = Clock::time_point{} + 1h;
