@@ -16,11 +16,6 @@ namespace floodgate::proxy {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-namespace {
-// Room kept free in an output buffer for chunk framing around one parsed piece.
-constexpr std::size_t kFramingSlack = 64;
-}  // namespace
-
 Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout(); }, this) {}
 
 // The client connection ends every attempt and gives back its buffers before it goes.

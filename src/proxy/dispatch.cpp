@@ -10,11 +10,6 @@ namespace floodgate::proxy {
 
 using boost::system::error_code;
 
-namespace {
-// Room kept free in an output buffer for chunk framing around one parsed piece.
-constexpr std::size_t kFramingSlack = 64;
-}  // namespace
-
 void ClientConn::select_backend() {
   const Upstream& up = *ex_.up;
   const uint32_t cap = up.policy.max_active_per_backend;

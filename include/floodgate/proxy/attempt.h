@@ -38,6 +38,10 @@ class BackendConn;
 class ClientConn;
 struct Upstream;
 
+// Room kept free in an output buffer for chunk framing around one parsed piece: the request
+// body's pump (client -> attempt) and the response's (attempt -> client) both re-frame.
+inline constexpr std::size_t kFramingSlack = 64;
+
 class Attempt final : public net::StreamOwner {
  public:
   Attempt();
