@@ -101,6 +101,7 @@ std::vector<health::Target> health_targets(const proxy::Snapshot& snap) {
 boost::json::object status_json(const proxy::Snapshot& snap) {
   namespace json = boost::json;
   json::array pools;
+  const auto now = Clock::steady().now();
   for (const auto& up : snap.upstreams) {
     json::array peers;
     for (const auto& b : up->backends) {
@@ -119,6 +120,13 @@ boost::json::object status_json(const proxy::Snapshot& snap) {
       if (const int status = h.last_status.load(std::memory_order_relaxed); status != 0) {
         peer["last_status"] = status;
       }
+      const resilience::CircuitBreaker& cb = *b->breaker;
+      static constexpr std::string_view kStates[] = {"closed", "open", "half_open"};
+      peer["circuit"] = json::object{
+          {"state", kStates[static_cast<std::size_t>(cb.state(now))]},
+          {"failure_streak", cb.streak()},
+          {"probes_in_flight", cb.probes_in_flight()},
+      };
       peers.push_back(std::move(peer));
     }
     const Admission& a = up->pool->admission;

@@ -27,6 +27,16 @@ std::string sha256_hex(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// A resolved address as host:port, the breakers' key.
+std::string endpoint_text(const boost::asio::ip::tcp::endpoint& e) {
+  const std::string host = e.address().to_string();
+  return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
+}
+
+}  // namespace
+
 boost::asio::ip::tcp::endpoint to_tcp(const Endpoint& e) {
   boost::system::error_code ec;
   const auto addr = boost::asio::ip::make_address(e.host, ec);
@@ -56,6 +66,16 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
   snap->log = cfg.log;
   snap->limits = http::HeadLimits{cfg.server.max_uri_bytes, cfg.server.max_header_bytes,
                                   cfg.server.max_headers};
+  snap->failure = proxy::FailurePolicy::of(cfg.resilience);
+  const resilience::CircuitLimits snap_limits = snap->failure.limits;
+  const resilience::RetryBudgetParams& budget = cfg.resilience.retry_budget;
+  const auto budget_for = [&](const std::string& pool, uint32_t ratio) {
+    return budgets_.get({pool, ratio, budget.window.count()}, [&] {
+      return std::make_shared<resilience::RetryBudget>(ratio, budget.window);
+    });
+  };
+  if (budget.enabled) snap->failure.global_budget = budget_for("", budget.ratio_percent);
+  const resilience::HedgingParams& hedging = cfg.resilience.hedging;
   // Ids first, so that a failure leaves nothing half registered but names (harmless).
   std::vector<uint32_t> ids;
   for (const UpstreamParams& p : cfg.upstreams) ids.push_back(pool_id(p.name));
@@ -76,13 +96,25 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
               throw std::runtime_error("upstreams[" + std::to_string(i) + "].servers[" +
                                        std::to_string(s) + "]: " + e.what());
             }
-            return std::make_shared<proxy::Backend>(entry.address, endpoint, reactors_);
+            auto breaker = breakers_.get(endpoint_text(endpoint), [&] {
+              return std::make_shared<resilience::CircuitBreaker>(snap_limits);
+            });
+            return std::make_shared<proxy::Backend>(entry.address, endpoint, reactors_,
+                                                    std::move(breaker));
           });
       up->weights.push_back(entry.weight);
       up->backends.push_back(std::move(b));
     }
     up->pool = pools_.get(up->params.name, [] { return std::make_shared<proxy::Pool>(); });
     up->apply_policy();
+    if (budget.enabled) {
+      up->retry_budget =
+          budget_for(up->params.name, resilience::retry_ratio_percent(budget, up->params.name));
+    }
+    up->hedge = hedging.enabled &&
+                (hedging.route_allowlist.empty() ||
+                 std::find(hedging.route_allowlist.begin(), hedging.route_allowlist.end(),
+                           up->params.name) != hedging.route_allowlist.end());
     up->per_reactor = std::make_unique<proxy::Upstream::PerReactor[]>(reactors_);
     for (unsigned r = 0; r < reactors_; ++r) {
       const uint64_t seed = (uint64_t{rd()} << 32) ^ rd();
@@ -109,6 +141,8 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
   snap->front_state = front_;
   snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);
   backends_.sweep();  // forget backends no generation holds any more
+  breakers_.sweep();
+  budgets_.sweep();
   ++next_number_;
   return Entry{std::move(snap), cfg};
 }
@@ -130,8 +164,11 @@ bool Generations::rollback() {
 // generation it started on (a lowered limit lets active fall as requests end; a raised one
 // grants parked waiters at once, on this thread, which posts them to their reactors).
 void Generations::apply_limits() {
-  for (const auto& up : active_.snapshot->upstreams)
+  const proxy::Snapshot& active = *active_.snapshot;
+  for (const auto& up : active.upstreams) {
     up->pool->admission.set_limits(up->policy.limits);
+    for (const auto& b : up->backends) b->breaker->set_limits(active.failure.limits);
+  }
   front_->inflight.set_limit(active_.snapshot->max_inflight);
 }
 

@@ -71,6 +71,15 @@ class Generations {
   // with one address apart (each its own health state and in-flight count).
   Registry<std::tuple<std::string, std::string, uint32_t>, proxy::Backend, Retention::referenced>
       backends_;
+  // A resolved backend address ("ip:port") -> its circuit breaker, while some Backend holds it:
+  // every pool and occurrence listing the address shares one breaker (issue 13).
+  Registry<std::string, resilience::CircuitBreaker, Retention::referenced> breakers_;
+  // (pool name, or "" for the global one; ratio; window in ms) -> a retry budget, while some
+  // generation holds it: a reload that keeps a budget's ratio and window keeps its counts, one
+  // that changes them starts a new budget.
+  Registry<std::tuple<std::string, uint32_t, int64_t>, resilience::RetryBudget,
+           Retention::referenced>
+      budgets_;
   // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
   // removed and added back finds its counters (and any request still on it) where it left them.
   Registry<std::string, proxy::Pool, Retention::process> pools_;

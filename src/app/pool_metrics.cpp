@@ -114,6 +114,102 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
   peer_gauge("floodgate_backend_active",
              "Requests in flight on each backend of the pool, on all reactors.",
              [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
+
+  render_failure_metrics(w, serving, shards);
+}
+
+void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
+  using resilience::CircuitState;
+  const auto& pools = serving.upstreams;
+  const auto now = Clock::steady().now();
+  constexpr std::string_view kState = "floodgate_circuit_state";
+  w.header(kState,
+           "Each backend's circuit breaker: 0 closed, 1 open, 2 half-open (one breaker per "
+           "address, shown under every pool that lists it).",
+           MetricType::gauge);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+      w.sample(kState, labels, static_cast<uint64_t>(b->breaker->state(now)));
+    }
+  }
+  struct Transition {
+    CircuitState from, to;
+    std::string_view from_name, to_name;
+  };
+  static constexpr Transition kTransitions[] = {
+      {CircuitState::closed, CircuitState::open, "closed", "open"},
+      {CircuitState::open, CircuitState::half_open, "open", "half_open"},
+      {CircuitState::half_open, CircuitState::closed, "half_open", "closed"},
+      {CircuitState::half_open, CircuitState::open, "half_open", "open"},
+  };
+  constexpr std::string_view kTransitionsName = "floodgate_circuit_transitions_total";
+  w.header(kTransitionsName, "Circuit breaker state changes of each backend, by from and to.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      for (const Transition& t : kTransitions) {
+        const Label labels[] = {{"upstream", up->params.name},
+                                {"peer", b->address.text},
+                                {"from", t.from_name},
+                                {"to", t.to_name}};
+        w.sample(kTransitionsName, labels, b->breaker->transitions(t.from, t.to));
+      }
+    }
+  }
+  constexpr std::string_view kRejected = "floodgate_circuit_rejected_total";
+  w.header(kRejected,
+           "Requests answered 503 circuit_open because every backend of the pool that is up had "
+           "an open circuit (when_all_open = \"reject\").",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kRejected, labels, sum(shards, [&](const ReactorMetrics& m) {
+               return m.circuit_rejected(up->id).value();
+             }));
+  }
+
+  constexpr std::string_view kRetries = "floodgate_retries_total";
+  w.header(kRetries,
+           "Failed attempts floodgate retried on another backend, by outcome: sent, then "
+           "succeeded or failed; or not sent: denied_budget, no_alternate.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (std::size_t r = 0; r < kRetryResultLabels.size(); ++r) {
+      const Label labels[] = {{"upstream", up->params.name}, {"outcome", kRetryResultLabels[r]}};
+      w.sample(kRetries, labels, sum(shards, [&](const ReactorMetrics& m) {
+                 return m.retries(up->id, static_cast<RetryResult>(r)).value();
+               }));
+    }
+  }
+  constexpr std::string_view kRemaining = "floodgate_retry_budget_remaining";
+  w.header(kRemaining,
+           "Retries the budget admits now: upstream=\"\" is the global budget, each pool its own "
+           "(both must admit a retry). Absent when retry_budget.enabled is false.",
+           MetricType::gauge);
+  if (const auto& global = serving.failure.global_budget) {
+    const Label labels[] = {{"upstream", ""}};
+    w.sample(kRemaining, labels, global->remaining(now));
+  }
+  for (const auto& up : pools) {
+    if (!up->retry_budget) continue;
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kRemaining, labels, up->retry_budget->remaining(now));
+  }
+
+  constexpr std::string_view kHedges = "floodgate_hedges_total";
+  w.header(kHedges,
+           "Hedged requests (resilience.hedging), by result: sent; won_by_hedge or "
+           "won_by_primary; cancelled (the losing attempt, closed).",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (std::size_t r = 0; r < kHedgeResultLabels.size(); ++r) {
+      const Label labels[] = {{"upstream", up->params.name}, {"result", kHedgeResultLabels[r]}};
+      w.sample(kHedges, labels, sum(shards, [&](const ReactorMetrics& m) {
+                 return m.hedges(up->id, static_cast<HedgeResult>(r)).value();
+               }));
+    }
+  }
 }
 
 }  // namespace floodgate::app

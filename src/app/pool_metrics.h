@@ -14,5 +14,8 @@ namespace floodgate::app {
 // The pools of `serving` (the generation every reactor runs), labelled by upstream name.
 void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                          std::span<const ReactorMetrics* const> shards);
+// Circuit breakers, retries, the retry budgets and hedging (part of render_pool_metrics).
+void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
+                            std::span<const ReactorMetrics* const> shards);
 
 }  // namespace floodgate::app

@@ -403,22 +403,28 @@ std::string_view phrase_of(int status) {
 
 }  // namespace
 
-std::string build_generated_response(const GeneratedResponseParams& p) {
+bool write_generated_response(const GeneratedResponseParams& p, Writer& out) {
   const ReasonInfo& ri = info(p.reason);
   const bool own_status = p.status == 0 || p.status == ri.status;
   const int status = own_status ? ri.status : p.status;
   const std::string_view phrase = own_status ? ri.phrase : phrase_of(status);
-  const std::string body = std::string(ri.name) + ": " + std::string(ri.body) + "\n";
-  std::string s = "HTTP/1.1 " + std::to_string(status) + " " + std::string(phrase) + "\r\n";
-  s += p.extra_headers;
-  s += "Content-Type: text/plain; charset=utf-8\r\n";
-  s += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-  if (p.retry_after_seconds != 0) {
-    s += "Retry-After: " + std::to_string(p.retry_after_seconds) + "\r\n";
-  }
-  s += "X-Floodgate-Reason: " + std::string(ri.name) + "\r\n";
-  s += p.close ? "Connection: close\r\n\r\n" : "\r\n";
-  s += body;
+  out.put("HTTP/1.1 ").dec(static_cast<uint64_t>(status)).put(" ").put(phrase).put("\r\n");
+  out.put(p.extra_headers);
+  out.put("Content-Type: text/plain; charset=utf-8\r\n");
+  // The body: "<name>: <text>\n".
+  out.put("Content-Length: ").dec(ri.name.size() + 2 + ri.body.size() + 1).put("\r\n");
+  if (p.retry_after_seconds != 0) out.put("Retry-After: ").dec(p.retry_after_seconds).put("\r\n");
+  out.header("X-Floodgate-Reason", ri.name);
+  out.put(p.close ? "Connection: close\r\n\r\n" : "\r\n");
+  out.put(ri.name).put(": ").put(ri.body).put("\n");
+  return out.ok();
+}
+
+std::string build_generated_response(const GeneratedResponseParams& p) {
+  std::string s(kGeneratedResponseMax + p.extra_headers.size(), '\0');
+  Writer w(s.data(), s.size());
+  write_generated_response(p, w);  // always fits: kGeneratedResponseMax bounds the rest
+  s.resize(w.size());
   return s;
 }
 

@@ -80,6 +80,14 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
                  r.status, r.bytes_in, r.bytes_out);
   json_field(out, "upstream", r.upstream);
   json_field(out, "backend", r.backend);
+  fmt::format_to(std::back_inserter(out), ",\"attempts\":{},\"backends\":[", r.attempts);
+  for (uint8_t i = 0; i < r.attempts && i < r.backends.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.push_back('"');
+    json_escape(out, r.backends[i], kMaxLoggedField);
+    out.push_back('"');
+  }
+  out.push_back(']');
   fmt::format_to(std::back_inserter(out), ",\"duration_ms\":{:.3f}",
                  std::chrono::duration<double, std::milli>(r.duration).count());
   json_field(out, "reason", info(r.reason).name);
@@ -120,7 +128,13 @@ void format_combined(LineBuffer& out, const AccessRecord& r) {
   fmt::format_to(std::back_inserter(out), " HTTP/1.1\" {} {} \"-\" \"-\" ", r.status, r.bytes_out);
   combined_field(out, r.upstream);
   out.push_back(' ');
-  combined_field(out, r.backend);
+  if (r.attempts > 1) {  // every backend tried, comma-separated (nginx's $upstream_addr)
+    combined_field(out, r.backends[0]);
+    out.push_back(',');
+    combined_field(out, r.backends[1]);
+  } else {
+    combined_field(out, r.backend);
+  }
   fmt::format_to(std::back_inserter(out), " {:.6f} ",
                  std::chrono::duration<double>(r.duration).count());
   combined_field(out, info(r.reason).name);

@@ -9,6 +9,7 @@
 
 #include "backend_conn.h"
 #include "client_conn.h"
+#include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/reactor.h"
 
 namespace floodgate::proxy {
@@ -50,6 +51,7 @@ void Attempt::reset() noexcept {
   backend_ = -1;
   plan_ = {};
   bout_len_ = bin_len_ = bin_pos_ = 0;
+  role_ = AttemptRole::primary;
   started_ = connecting_ = backend_writing_ = false;
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
   stale_retried_ = request_sent_ = false;
@@ -67,11 +69,14 @@ void Attempt::arm_timer(std::chrono::milliseconds d) {
   reactor.wheel().schedule(timer_, reactor.now() + d);
 }
 
-void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered) {
+void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
+                    resilience::CircuitPass pass, AttemptRole role) {
   started_ = true;
+  role_ = role;
   up_ = &up;
   backend_ = static_cast<int32_t>(backend);
   in_flight_ = std::move(entered);
+  pass_ = std::move(pass);
   Backend& peer = *up.backends[backend];
   if (Ref<BackendConn> idle = client_->reactor().take_idle(peer)) {
     conn_ = std::move(idle);
@@ -142,6 +147,7 @@ void Attempt::on_backend_written(const error_code& ec) {
   if (ec) {
     if (retry_stale_connection()) return;
     if (!client_->exchange().outcome.client_saw_bytes) return fail(Reason::upstream_reset);
+    judge(resilience::CircuitVerdict::failure);  // reset before the response (after a 1xx)
     return client_->cut(OutcomeSource::upstream);
   }
   bout_len_ = 0;
@@ -194,6 +200,7 @@ void Attempt::process_response() {
   if (status < 200 && status != 101) return on_interim_response();
   if (status == 101) {
     if (!client_->exchange().facts.upgrade) return fail(Reason::upstream_bad_response);
+    judge(resilience::CircuitVerdict::success);
     return begin_tunnel();
   }
   on_response_head(head == http::Parser::Result::message_done);
@@ -233,6 +240,13 @@ void Attempt::on_response_head(bool message_done) {
   // An upgrade the backend declined leaves the client connection in an unknown state.
   // A draining reactor closes the connection after this response: say so.
   const bool keep = ex.facts.keep_alive && !ex.facts.upgrade && !reactor.draining();
+  const auto verdict = circuit_verdict_of_status(ex.gen->snapshot->failure, rp.status());
+  judge(verdict);
+  if (role_ == AttemptRole::retry) {
+    reactor.metrics().retry(up_->id, verdict == resilience::CircuitVerdict::failure
+                                         ? RetryResult::failed
+                                         : RetryResult::succeeded);
+  }
   plan_ = http::plan_response(rp, ex.head_request, minor, keep);
   ex.decide(Outcome::relayed(rp.status(), std::chrono::steady_clock::now() - ex.started));
   if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
@@ -342,15 +356,24 @@ void Attempt::fail(Reason reason) {
     if (reason == Reason::upstream_timeout || reason == Reason::upstream_connect_timeout) {
       metrics.timeout(up_->id);
     }
+    if (role_ == AttemptRole::retry) metrics.retry(up_->id, RetryResult::failed);
   }
+  if (backend_failure(reason)) judge(resilience::CircuitVerdict::failure);
   end(false);
   client_->on_attempt_failed(reason);
+}
+
+void Attempt::judge(resilience::CircuitVerdict verdict) noexcept {
+  if (!pass_) return;
+  Backend& peer = *up_->backends[static_cast<std::size_t>(backend_)];
+  peer.breaker->record(std::move(pass_), verdict, client_->reactor().now());
 }
 
 void Attempt::end(bool reusable) {
   timer_.cancel();
   connecting_ = false;
   in_flight_.release();
+  pass_ = {};  // no verdict (cancelled, the client gone, floodgate's own failure): given back
   if (!conn_) return;
   Ref<BackendConn> c = std::move(conn_);
   c->drop_pending();  // nobody waits for them any more

@@ -224,16 +224,30 @@ void ClientConn::respond(Reason reason, const PrebuiltAnswer* answer, int status
   if (status != 0) o.status = status;
   ex_.decide(o);
   reactor_.metrics().generated(reason);
-  // The unread rest of a rejected request cannot be told apart from a next request: close.
-  const bool close = http::closes_connection(reason) || !ex_.facts.keep_alive ||
-                     !ex_.request_parsed || reactor_.draining();
+  const bool close = generated_closes(reason);
   const bool pool_reason = pool_rejection_index(reason) < kPoolRejections.size();
   std::string_view bytes = answer != nullptr ? answer->bytes(close)
                            : pool_reason && ex_.up != nullptr
                                ? ex_.up->rejection(reason, close)
                                : http::generated_response(reason, close);
-  if (ex_.head_request) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);
   write_generated(bytes, close);
+}
+
+void ClientConn::respond_retry_after(Reason reason, uint32_t retry_after_seconds) {
+  if (!acquire_out()) return respond(reason);  // no buffer: the response without Retry-After
+  ex_.decide(Outcome::generated(reason));
+  reactor_.metrics().generated(reason);
+  const bool close = generated_closes(reason);
+  http::Writer w(cout_, BufferLayout::kResponseData);
+  http::write_generated_response({reason, close, retry_after_seconds}, w);
+  cout_len_ = 0;  // the bytes are written from the buffer's start, not as the attempt's output
+  write_generated({cout_, w.size()}, close);
+}
+
+// The unread rest of a rejected request cannot be told apart from a next request: close.
+bool ClientConn::generated_closes(Reason reason) const noexcept {
+  return http::closes_connection(reason) || !ex_.facts.keep_alive || !ex_.request_parsed ||
+         reactor_.draining();
 }
 
 // OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
@@ -247,6 +261,7 @@ void ClientConn::answer_options() {
 // Writes a response floodgate made (static bytes), then finishes the request; `close` ends the
 // connection after it (with a lingering close: see linger_close()).
 void ClientConn::write_generated(std::string_view bytes, bool close) {
+  if (ex_.head_request) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);  // HEAD: no body
   client_timer_.cancel();
   phase_ = Phase::generated;
   client_writing_ = true;
@@ -290,6 +305,7 @@ void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
 
 void ClientConn::on_attempt_failed(Reason reason) {
   if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::upstream);
+  if (retry_elsewhere(reason)) return;
   respond(reason);
 }
 
@@ -352,8 +368,18 @@ void ClientConn::log_request() {
     if (const int32_t b = ex_.attempt().backend(); b >= 0) {
       r.backend = up->backends[static_cast<std::size_t>(b)]->address.text;
     }
+    for (const Attempt& a : ex_.attempts) {  // in the order they were made
+      if (a.backend() < 0) continue;
+      r.backends[r.attempts++] = up->backends[static_cast<std::size_t>(a.backend())]->address.text;
+    }
   }
-  if (ex_.facts.connect) r.backend = ex_.facts.authority;  // a CONNECT tunnel's target
+  if (ex_.facts.connect) {  // a CONNECT tunnel's target
+    r.backend = ex_.facts.authority;
+    if (ex_.attempt().started()) {
+      r.backends[0] = r.backend;
+      r.attempts = 1;
+    }
+  }
   r.duration = elapsed;
   r.reason = outcome.reason;
   r.request_id = ex_.request_id;

@@ -85,6 +85,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
   // `status`), then finishes the request.
   void respond(Reason reason, const PrebuiltAnswer* answer = nullptr, int status = 0);
+  // The same with a Retry-After known only now (circuit_open), written into the output buffer.
+  void respond_retry_after(Reason reason, uint32_t retry_after_seconds);
   // Ends a request in progress before its response is complete, by `by` (the outcome says
   // so), then closes.
   void cut(OutcomeSource by);
@@ -108,6 +110,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void on_head();
   void answer_options();
   void write_generated(std::string_view bytes, bool close);
+  bool generated_closes(Reason reason) const noexcept;
   // No request buffer for the bytes in landing_: 503 buffers_exhausted, then close.
   void refuse_without_buffer(std::size_t n);
   void on_generated_written(const boost::system::error_code& ec, bool close);
@@ -129,6 +132,9 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
 
   // -- backend selection (dispatch.cpp)
   void select_backend();
+  // After a failed attempt: starts the exchange's retry on another backend when the rules, an
+  // alternate and the budgets allow; false when the failure stands.
+  bool retry_elsewhere(Reason reason);
   // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
   void reject(Reason reason);
 

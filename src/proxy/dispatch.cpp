@@ -5,6 +5,7 @@
 
 #include "client_conn.h"
 #include "floodgate/proxy/reactor.h"
+#include "floodgate/proxy/selection.h"
 
 namespace floodgate::proxy {
 
@@ -12,37 +13,65 @@ using boost::system::error_code;
 
 void ClientConn::select_backend() {
   const Upstream& up = *ex_.up;
-  const uint32_t cap = up.policy.max_active_per_backend;
+  const FailurePolicy& policy = ex_.gen->snapshot->failure;
   Balancer& balancer = *up.per_reactor[reactor_.index()].balancer;
-  const auto active = [&up](std::size_t i) {
-    return up.backends[i]->load.active.load(std::memory_order_relaxed);
-  };
-  // max_active_per_backend is a selection filter, not a second queue. Between the pick and
-  // the compare-and-swap another reactor can take a backend's last slot: pick again, at most
-  // once per backend.
-  // Peers the health task marked down are skipped (one relaxed load each).
-  const auto eligible = [&](std::size_t i) {
-    return !up.backends[i]->health->down.load(std::memory_order_relaxed) &&
-           (cap == 0 || active(i) < cap);
-  };
-  for (std::size_t tries = 0; tries <= up.backends.size(); ++tries) {
-    const auto pick = balancer.pick(active, eligible);
-    if (!pick) break;
-    InFlight entered = InFlight::enter_below(up.backends[*pick]->load, cap);
-    if (!entered) continue;
-    return ex_.attempt().start(up, static_cast<uint32_t>(*pick), std::move(entered));
+  const auto now = reactor_.now();
+  Selection s = select_primary(up, balancer, policy, now);
+  if (s) {
+    if (policy.global_budget) {  // the budgets' allowance follows the primaries
+      policy.global_budget->count_primary(now);
+      up.retry_budget->count_primary(now);
+    }
+    return ex_.attempt().start(up, static_cast<uint32_t>(s.backend), std::move(s.entered),
+                               std::move(s.pass));
   }
-  // No peer to send it to: every one is down, or every one that is up is at its cap. The
-  // pool slot goes back at once.
-  const bool any_up = std::any_of(up.backends.begin(), up.backends.end(), [](const auto& b) {
-    return !b->health->down.load(std::memory_order_relaxed);
-  });
-  if (!any_up) {
-    ex_.permit.release();
-    return respond(Reason::no_healthy_backend);
+  // No peer to send it to. The pool slot goes back at once.
+  switch (s.refusal) {
+    case Reason::no_eligible_backend:
+      return reject(s.refusal);
+    case Reason::circuit_open: {
+      ex_.permit.release();
+      reactor_.metrics().circuit_rejected(up.id);
+      const auto wait = std::chrono::ceil<std::chrono::seconds>(s.half_open_at - now);
+      return respond_retry_after(s.refusal, static_cast<uint32_t>(std::max<int64_t>(
+                                                1, std::min<int64_t>(wait.count(), 86'400))));
+    }
+    default:
+      ex_.permit.release();
+      return respond(s.refusal);
   }
-  if (cap != 0) return reject(Reason::no_eligible_backend);
-  respond(Reason::upstream_connect_failed);
+}
+
+// Issue 13's retry: once, to another backend, when every rule holds (failure_policy.h), an
+// alternate can take it and the budgets (global and the pool's) admit it. The request keeps
+// its pool slot: one slot per request, whatever its attempts.
+bool ClientConn::retry_elsewhere(Reason reason) {
+  const Attempt& failed = ex_.attempt();
+  if (ex_.up == nullptr || failed.backend() < 0) return false;  // a CONNECT tunnel's
+  const RetryCandidate candidate{Outcome::generated(reason),   parser_.method(),
+                                 ex_.facts.has_body,           ex_.facts.upgrade,
+                                 ex_.outcome.client_saw_bytes, ex_.attempts_started()};
+  if (retry_rule(candidate) != NoRetry::none) return false;
+  const Upstream& up = *ex_.up;
+  const FailurePolicy& policy = ex_.gen->snapshot->failure;
+  const auto now = reactor_.now();
+  Selection s = select_alternate(up, *up.per_reactor[reactor_.index()].balancer, policy, now,
+                                 static_cast<uint32_t>(failed.backend()));
+  if (!s) {
+    reactor_.metrics().retry(up.id, RetryResult::no_alternate);
+    return false;
+  }
+  if (policy.global_budget &&
+      !resilience::try_retry_both(*policy.global_budget, *up.retry_budget, now)) {
+    reactor_.metrics().retry(up.id, RetryResult::denied_budget);
+    return false;  // the alternate's count and pass go back with `s`
+  }
+  Attempt* next = ex_.free_attempt();  // there is one: a single attempt was made
+  ex_.current = static_cast<uint8_t>(next - ex_.attempts.data());
+  reactor_.metrics().retry(up.id, RetryResult::sent);
+  next->start(up, static_cast<uint32_t>(s.backend), std::move(s.entered), std::move(s.pass),
+              AttemptRole::retry);
+  return true;
 }
 
 void ClientConn::reject(Reason reason) {

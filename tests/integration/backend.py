@@ -83,8 +83,9 @@ class RawServer:
     queue is read under the same lock, so a connection is always either still queued or already
     known to the subclass, never in between."""
 
-    def __init__(self, backlog=64):
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
+    def __init__(self, backlog=64, port=0):
+        """port: 0 for an ephemeral one; a stopped server's port to listen there again."""
+        self.listener = socket.create_server(("127.0.0.1", port), backlog=backlog)
         self.listener.setblocking(False)
         self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
         self._accepting = threading.Lock()

@@ -109,6 +109,12 @@ def render_toml(cfg):
     return "\n".join(out)
 
 
+# For tests of how one failing request is answered, which send one backend failure after
+# another on purpose: with the default circuit breaker the backend's circuit would open after
+# three of them (test_failure_handling.py tests the breaker).
+NO_BREAKER = {"circuit_breaker": {"enabled": False}}
+
+
 def upstream(name, backends, **options):
     """An [[upstreams]] entry. backends: Backend objects, "host:port" strings, or
     (backend, weight) pairs."""

@@ -39,7 +39,7 @@ except ImportError:  # Debian's python3-h11 when another interpreter runs the su
     import h11
 
 from backend import RawServer
-from harness import FloodgateTestCase, poll, upstream
+from harness import NO_BREAKER, FloodgateTestCase, poll, upstream
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASE_TIMEOUT = 2.0  # per case: the client reads until EOF or this long
@@ -403,7 +403,7 @@ class DifferentialResponses(FloodgateTestCase):
     def setUpClass(cls):
         cls.backend = ScriptedBackend()
         cls.fg = cls.start_floodgate([upstream("app", [cls.backend.address], keepalive=0,
-                                               response_timeout="2s")])
+                                               response_timeout="2s")], resilience=NO_BREAKER)
 
     @classmethod
     def tearDownClass(cls):

@@ -22,7 +22,7 @@ import time
 import unittest
 
 from backend import Backend, RawServer
-from harness import FloodgateTestCase, poll, route, upstream
+from harness import NO_BREAKER, FloodgateTestCase, poll, route, upstream
 
 RESPONSE_TIMEOUT = 0.5
 IDLE_TIMEOUT = 1.0
@@ -124,7 +124,8 @@ class BackendFaults(FloodgateTestCase):
     def setUpClass(cls):
         cls.backend = FaultBackend()
         cls.fg = cls.start_floodgate([upstream("app", [cls.backend.address],
-                                               response_timeout="%dms" % (RESPONSE_TIMEOUT * 1000))])
+                                               response_timeout="%dms" % (RESPONSE_TIMEOUT * 1000))],
+                                     resilience=NO_BREAKER)
 
     @classmethod
     def tearDownClass(cls):

@@ -9,7 +9,7 @@ connection cut without the last chunk."""
 import unittest
 
 from backend import Backend
-from harness import BodyReader, FloodgateTestCase, build_request, upstream
+from harness import NO_BREAKER, BodyReader, FloodgateTestCase, build_request, upstream
 
 CHUNKED_POST = b"POST /echo?%s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -68,7 +68,7 @@ class FramingHardening(FloodgateTestCase):
         cls.backends = [cls.backend]
         # header_timeout far above the read deadline: an answer within it cannot be the 408.
         cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
-                                     server={"header_timeout": "60s"})
+                                     server={"header_timeout": "60s"}, resilience=NO_BREAKER)
 
     def rejected(self, raw):
         """Sends raw bytes on a fresh connection: 400 bad_request, closed, no backend request."""

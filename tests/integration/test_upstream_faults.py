@@ -7,8 +7,8 @@ import time
 import unittest
 
 from backend import Backend, MID_BODY_DECLARED
-from harness import (BadResponse, FloodgateTestCase, build_request, free_port, poll, route,
-                     upstream)
+from harness import (NO_BREAKER, BadResponse, FloodgateTestCase, build_request, free_port, poll,
+                     route, upstream)
 
 RESPONSE_TIMEOUT = 0.5
 CONNECT_TIMEOUT = 0.3
@@ -61,7 +61,8 @@ class UpstreamFaults(FloodgateTestCase):
              upstream("hanging", [cls.hanging.address],
                       connect_timeout="%dms" % (CONNECT_TIMEOUT * 1000))],
             routes=[route("faulty", host="faulty.test"), route("refused", host="refused.test"),
-                    route("hanging", host="hanging.test")])
+                    route("hanging", host="hanging.test")],
+            resilience=NO_BREAKER)
 
     @classmethod
     def tearDownClass(cls):

@@ -92,6 +92,7 @@ struct Outcome {
       case Reason::denied_path:
       case Reason::authority_mismatch:
       case Reason::connect_denied:
+      case Reason::circuit_open:
       case Reason::count_:
         o.source = OutcomeSource::floodgate;
         o.kind = OutcomeKind::rejection;

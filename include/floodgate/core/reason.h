@@ -34,7 +34,8 @@ enum class Reason : unsigned char {
   denied_path,
   authority_mismatch,
   connect_denied,
-  count_  // number of reasons; keep last
+  circuit_open,  // [resilience.circuit_breaker]
+  count_         // number of reasons; keep last
 };
 
 inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
@@ -84,6 +85,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
     // 403 for a CONNECT to an authority outside the allowlists; 405 (with Allow) when
     // resilience.protocol.allow_connect is false.
     {"connect_denied", 403, "Forbidden", "CONNECT to this authority is not allowed"},
+    {"circuit_open", 503, "Service Unavailable",
+     "every backend of the upstream has an open circuit breaker"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

@@ -126,6 +126,10 @@ struct GeneratedResponseParams {
 // The response generated_response() gives, shaped by `p`. An overridden status takes its
 // phrase from the first reason in kReasons with that status (none there: an empty phrase).
 std::string build_generated_response(const GeneratedResponseParams& p);
+// The same, written into `out` (a response with a Retry-After known only when it is sent);
+// false when it did not fit. kGeneratedResponseMax bytes always fit, extra_headers aside.
+bool write_generated_response(const GeneratedResponseParams& p, Writer& out);
+inline constexpr std::size_t kGeneratedResponseMax = 512;
 // The same as build_generated_response({reason, close, retry_after_seconds}).
 inline std::string build_generated_response(Reason reason, bool close,
                                             uint32_t retry_after_seconds) {

@@ -54,6 +54,19 @@ inline constexpr std::array<std::string_view, 5> kAcceptErrorLabels{"emfile", "e
 enum class BufferPoolKind : uint8_t { request, response };
 inline constexpr std::array<std::string_view, 2> kBufferPoolLabels{"request", "response"};
 
+// What became of a failed attempt's retry (floodgate_retries_total{upstream,outcome}): sent (a
+// second attempt went to another backend), then succeeded or failed; or not sent, because the
+// budget denied it (denied_budget) or no other backend could take it (no_alternate).
+enum class RetryResult : uint8_t { sent, succeeded, failed, denied_budget, no_alternate };
+inline constexpr std::array<std::string_view, 5> kRetryResultLabels{
+    "sent", "succeeded", "failed", "denied_budget", "no_alternate"};
+
+// Hedging (floodgate_hedges_total{upstream,result}): a hedge was sent; the exchange's response
+// came from the hedge or from the primary; an attempt was cancelled because the other won.
+enum class HedgeResult : uint8_t { sent, won_by_hedge, won_by_primary, cancelled };
+inline constexpr std::array<std::string_view, 4> kHedgeResultLabels{"sent", "won_by_hedge",
+                                                                    "won_by_primary", "cancelled"};
+
 // A struct by name (as the design refers to it) but with private storage: the sizes are invariants.
 struct ReactorMetrics {
   static constexpr std::size_t kUnroutedSlot = 0;
@@ -92,6 +105,18 @@ struct ReactorMetrics {
     per_upstream(upstream).queue_wait.observe(wait);
   }
   void pool_abandoned(uint32_t upstream) noexcept { per_upstream(upstream).abandoned.add(); }
+  // A request of `upstream` answered 503 circuit_open: every backend's circuit was open.
+  void circuit_rejected(uint32_t upstream) noexcept {
+    per_upstream(upstream).circuit_rejected.add();
+  }
+  // A failed attempt's retry on `upstream` (RetryResult).
+  void retry(uint32_t upstream, RetryResult result) noexcept {
+    per_upstream(upstream).retries[static_cast<std::size_t>(result)].add();
+  }
+  // A hedge on `upstream` (HedgeResult).
+  void hedge(uint32_t upstream, HedgeResult result) noexcept {
+    per_upstream(upstream).hedges[static_cast<std::size_t>(result)].add();
+  }
   // A stage in shadow mode would have refused a request for `reason` (one of kStageReasons).
   void shadow_rejected(StageId stage, Reason reason) noexcept {
     shadow_[stage_reason_index(stage, reason)].add();
@@ -142,6 +167,15 @@ struct ReactorMetrics {
   const Counter& pool_abandoned(uint32_t upstream) const noexcept {
     return upstreams_[upstream].abandoned;
   }
+  const Counter& circuit_rejected(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].circuit_rejected;
+  }
+  const Counter& retries(uint32_t upstream, RetryResult result) const noexcept {
+    return upstreams_[upstream].retries[static_cast<std::size_t>(result)];
+  }
+  const Counter& hedges(uint32_t upstream, HedgeResult result) const noexcept {
+    return upstreams_[upstream].hedges[static_cast<std::size_t>(result)];
+  }
   const Counter& responses_generated(Reason reason) const noexcept {
     return generated_[static_cast<std::size_t>(reason)];
   }
@@ -167,6 +201,9 @@ struct ReactorMetrics {
     std::array<Counter, kPoolRejections.size()> rejected{};
     Counter abandoned;
     Histogram queue_wait;
+    Counter circuit_rejected;
+    std::array<Counter, kRetryResultLabels.size()> retries{};
+    std::array<Counter, kHedgeResultLabels.size()> hedges{};
   };
 
   Upstream& per_upstream(uint32_t upstream) noexcept {

@@ -9,6 +9,7 @@
 // the main thread only.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,7 +38,10 @@ struct AccessRecord {
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   std::string_view upstream;
-  std::string_view backend;
+  std::string_view backend;  // the backend whose response the client got (or the last tried)
+  // Every backend tried, in order (a retry or a hedge makes two); attempts = how many.
+  std::array<std::string_view, 2> backends{};
+  uint8_t attempts = 0;
   std::chrono::nanoseconds duration{0};
   Reason reason = Reason::none;
   std::string_view request_id;

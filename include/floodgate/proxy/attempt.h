@@ -30,6 +30,7 @@
 #include "floodgate/http/parser.h"
 #include "floodgate/http/rewrite.h"
 #include "floodgate/net/stream.h"
+#include "floodgate/resilience/circuit_breaker.h"
 #include "floodgate/upstream/backend_load.h"
 
 namespace floodgate::proxy {
@@ -41,6 +42,10 @@ struct Upstream;
 // Room kept free in an output buffer for chunk framing around one parsed piece: the request
 // body's pump (client -> attempt) and the response's (attempt -> client) both re-frame.
 inline constexpr std::size_t kFramingSlack = 64;
+
+// What an attempt is to its exchange: the first try, the retry after it failed, or a hedge
+// started beside it.
+enum class AttemptRole : uint8_t { primary, retry, hedge };
 
 class Attempt final : public net::StreamOwner {
  public:
@@ -55,9 +60,13 @@ class Attempt final : public net::StreamOwner {
   // Forgets the previous exchange's attempt (a new exchange begins).
   void reset() noexcept;
 
-  // Tries backend `backend` of `up` (its count already `entered`): a pooled connection when
-  // the reactor has one, else a new one within connect_timeout. Then the request head.
-  void start(const Upstream& up, uint32_t backend, InFlight entered);
+  // Tries backend `backend` of `up` (its count already `entered`, its circuit's `pass` taken):
+  // a pooled connection when the reactor has one, else a new one within connect_timeout. Then
+  // the request head. The attempt records its verdict on the pass once it knows it (a failure,
+  // or the response head's status); one that ends without a verdict gives the pass back.
+  void start(const Upstream& up, uint32_t backend, InFlight entered, resilience::CircuitPass pass,
+             AttemptRole role = AttemptRole::primary);
+  AttemptRole role() const noexcept { return role_; }
   // A CONNECT tunnel's connection to `to` (no pool, no backend of a pool).
   void start_tunnel(const boost::asio::ip::tcp::endpoint& to);
   bool started() const noexcept { return started_; }
@@ -115,6 +124,8 @@ class Attempt final : public net::StreamOwner {
   void pump_response_body();
   void finish_response();
   bool retry_stale_connection();
+  // The attempt's verdict for its backend's circuit breaker (once; later calls do nothing).
+  void judge(resilience::CircuitVerdict verdict) noexcept;
   // Fails the attempt for `reason` (metrics by kind), then lets the client answer or cut.
   void fail(Reason reason);
   void on_timeout();
@@ -124,7 +135,8 @@ class Attempt final : public net::StreamOwner {
   ClientConn* client_ = nullptr;
   const Upstream* up_ = nullptr;  // nullptr for a CONNECT tunnel
   Ref<BackendConn> conn_;
-  InFlight in_flight_;  // this request's count in its backend's process-wide load
+  InFlight in_flight_;            // this request's count in its backend's process-wide load
+  resilience::CircuitPass pass_;  // its backend's circuit let it through (empty: breakers off)
   int32_t backend_ = -1;
   TimerWheel::Entry timer_;  // connect_timeout, then response_timeout
   http::ResponsePlan plan_;
@@ -135,6 +147,7 @@ class Attempt final : public net::StreamOwner {
   std::size_t bin_len_ = 0;
   std::size_t bin_pos_ = 0;
 
+  AttemptRole role_ = AttemptRole::primary;
   bool started_ = false;
   bool connecting_ = false;  // a new backend connection is being established
   bool backend_writing_ = false;

@@ -4,8 +4,8 @@
 // the tickets they hold, what a shadow-mode stage would have answered), its pool slot, its
 // outcome, and its attempts at backends.
 //
-// An exchange embeds two attempts, so a retry or a hedge allocates nothing; today's request
-// path uses one (the second is for the retry and hedging of the failure-handling stages).
+// An exchange embeds two attempts, so a retry or a hedge allocates nothing: the first goes to
+// the backend selection chose, the second is a retry after it failed or a hedge beside it.
 // A client connection embeds one exchange and begins it again for each request (reset, never
 // reallocated).
 //
@@ -135,9 +135,16 @@ struct Exchange {
     outcome.client_saw_bytes = saw;
   }
 
-  // The attempt carrying the exchange's response (the first; a hedge's winner later).
-  Attempt& attempt() noexcept { return attempts[0]; }
-  const Attempt& attempt() const noexcept { return attempts[0]; }
+  // Which attempt carries the exchange's response: the first, then its retry, or a hedge that
+  // won. The client side (body pump, output drained) talks to it.
+  uint8_t current = 0;
+
+  Attempt& attempt() noexcept { return attempts[current]; }
+  const Attempt& attempt() const noexcept { return attempts[current]; }
+  // Attempts started for this request (1 or 2 once it reached a backend).
+  unsigned attempts_started() const noexcept {
+    return (attempts[0].started() ? 1U : 0U) + (attempts[1].started() ? 1U : 0U);
+  }
   // An attempt that has not started, or nullptr when both are in use.
   Attempt* free_attempt() noexcept {
     for (Attempt& a : attempts) {
@@ -157,6 +164,7 @@ struct Exchange {
     head_request = request_parsed = false;
     body_bytes = bytes_out = 0;
     bytes_in = already_read;
+    current = 0;
     outcome = Outcome{};
   }
 

@@ -25,9 +25,12 @@
 
 #include "floodgate/core/reason.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/params.h"
 #include "floodgate/proxy/stage.h"
+#include "floodgate/resilience/circuit_breaker.h"
+#include "floodgate/resilience/retry_budget.h"
 #include "floodgate/routing/route_table.h"
 #include "floodgate/upstream/admission.h"
 #include "floodgate/upstream/backend_load.h"
@@ -45,7 +48,8 @@ inline constexpr std::size_t kMaxPools = 512;
 // One backend server of a pool, a peer. Long-lived: every generation whose pool (same name)
 // lists the same address (the same occurrence of it, when the pool lists it more than once)
 // shares this object, so its in-flight count, its health state and its reactors' idle
-// keep-alive connections carry over a reload.
+// keep-alive connections carry over a reload. Its circuit breaker is per resolved address:
+// every backend of every pool with that address shares it (and so does each occurrence).
 struct Backend {
   // A reactor's idle keep-alive connections to this backend (most recently used first). Each
   // reactor touches only its own entry, on its own thread.
@@ -55,10 +59,12 @@ struct Backend {
     uint64_t generation = 0;  // the reactor's latest generation that lists this backend
   };
 
-  Backend(Endpoint address, const boost::asio::ip::tcp::endpoint& endpoint, unsigned reactors)
+  Backend(Endpoint address, const boost::asio::ip::tcp::endpoint& endpoint, unsigned reactors,
+          std::shared_ptr<resilience::CircuitBreaker> breaker)
       : address(std::move(address)),
         endpoint(endpoint),
         health(std::make_shared<PeerHealth>()),
+        breaker(std::move(breaker)),
         idle(std::make_unique<Idle[]>(reactors)) {}
 
   const Endpoint address;                         // as configured; `peer` label in metrics
@@ -66,6 +72,8 @@ struct Backend {
   BackendLoad load;                               // process-wide in-flight requests
   // Written by the health task alone (health/checker.h); the request path reads `down`.
   const std::shared_ptr<PeerHealth> health;
+  // Written by the attempts' verdicts alone (never by health); selection reads it.
+  const std::shared_ptr<resilience::CircuitBreaker> breaker;
   std::unique_ptr<Idle[]> idle;  // index = reactor
 };
 
@@ -102,6 +110,10 @@ struct Upstream {
   std::unique_ptr<PerReactor[]> per_reactor;
   std::shared_ptr<Pool> pool;  // shared by name with other generations
   Policy policy;
+  // The pool's retry budget (retry_budget.per_route_ratio_percent or ratio_percent), shared
+  // with the generations that keep its ratio and window; null when the budget is off.
+  std::shared_ptr<resilience::RetryBudget> retry_budget;
+  bool hedge = false;  // hedging on and this pool in its route_allowlist
   // The generated responses for kPoolRejections, with Retry-After: [reason index][close].
   std::array<std::array<std::string, 2>, kPoolRejections.size()> rejections;
 
@@ -131,6 +143,8 @@ struct Snapshot {
   // Each route's chain, by Route::index (pool_stage.h): pool admission last.
   std::vector<Chain> route_chains;
   uint32_t max_inflight = 0;
+  // Circuit breakers, retries and hedging (failure_policy.h).
+  FailurePolicy failure;
   std::shared_ptr<FrontState> front_state;  // process-wide: the cap's count, the memory sample
   std::vector<std::string> upstream_names;  // every pool name since start; index = id
   // Reactors that hold this generation (as their current one, or for requests still on it).

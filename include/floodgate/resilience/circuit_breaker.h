@@ -138,6 +138,11 @@ class alignas(64) CircuitBreaker {
   // callers). Half-open: a probe while fewer than half_open_max_probes are out, else refused.
   [[nodiscard]] inline CircuitPass try_pass(time_point now) noexcept;
 
+  // A pass whatever the state, holding no permit: for an attempt sent to a backend whose
+  // circuit is open because every candidate's is (when_all_open = least_recently_failed). Its
+  // verdict records as a straggler's does (see record()): a failure adds to the streak and to
+  // last_failure() without extending the open period; a success closes nothing.
+  [[nodiscard]] CircuitPass force_pass() noexcept { return {*this, CircuitPass::Kind::regular, 0}; }
   // The attempt's verdict; `now` is when it ended. Empties `pass`; a refused pass records
   // nothing. A probe of the current half-open period decides it: success closes the circuit
   // (streak 0), failure reopens it from `now`. Any other pass:

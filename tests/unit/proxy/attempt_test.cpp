@@ -245,7 +245,8 @@ std::shared_ptr<const Snapshot> one_backend(uint16_t port,
   up->params.connect_timeout = connect_timeout;
   up->params.response_timeout = response_timeout;
   up->backends.push_back(std::make_shared<Backend>(
-      address, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), port), 1));
+      address, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), port), 1,
+      std::make_shared<resilience::CircuitBreaker>()));
   up->weights = {1};
   up->pool = std::make_shared<Pool>();
   up->apply_policy();

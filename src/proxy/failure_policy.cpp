@@ -1,0 +1,64 @@
+#include "floodgate/proxy/failure_policy.h"
+
+#include <string_view>
+
+namespace floodgate::proxy {
+namespace {
+
+// The llhttp method named `name` exactly (methods are case-sensitive, RFC 9110 section 9.1), as
+// a mask bit; 0 for a token llhttp does not know (its parser refuses such requests anyway).
+MethodMask method_named(std::string_view name) {
+#define FLOODGATE_METHOD_BIT(NUM, NAME, STRING) \
+  if (name == #STRING) return method_bit(static_cast<llhttp_method_t>(NUM));
+  HTTP_METHOD_MAP(FLOODGATE_METHOD_BIT)
+#undef FLOODGATE_METHOD_BIT
+  return 0;
+}
+
+}  // namespace
+
+FailurePolicy FailurePolicy::of(const resilience::Params& params) {
+  FailurePolicy p;
+  const resilience::CircuitBreakerParams& cb = params.circuit_breaker;
+  p.breakers = cb.enabled;
+  p.limits = resilience::circuit_limits(cb);
+  p.when_all_open = cb.when_all_open;
+  for (const uint16_t status : cb.failure_statuses) {
+    if (status >= 500 && status < 600) p.failure_statuses.set(status - 500U);
+  }
+  const resilience::HedgingParams& h = params.hedging;
+  p.hedging = h.enabled;
+  p.hedge_delay = h.delay;
+  for (const std::string& m : h.safe_methods) p.hedge_methods |= method_named(m);
+  return p;
+}
+
+resilience::CircuitVerdict circuit_verdict_of_status(const FailurePolicy& policy, int status) {
+  return policy.failure_status(status) ? resilience::CircuitVerdict::failure
+                                       : resilience::CircuitVerdict::success;
+}
+
+bool backend_failure(Reason reason) noexcept {
+  switch (reason) {
+    case Reason::upstream_connect_failed:
+    case Reason::upstream_connect_timeout:
+    case Reason::upstream_reset:
+    case Reason::upstream_timeout:
+    case Reason::upstream_bad_response:
+      return true;
+    default:
+      return false;
+  }
+}
+
+NoRetry retry_rule(const RetryCandidate& c) noexcept {
+  if (!c.failure.retryable) return NoRetry::not_retryable;
+  if ((kIdempotentMethods & method_bit(c.method)) == 0) return NoRetry::method;
+  if (c.has_body) return NoRetry::body;
+  if (c.tunnel) return NoRetry::tunnel;
+  if (c.client_saw_bytes) return NoRetry::response_started;
+  if (c.attempts >= 2) return NoRetry::attempts_used;
+  return NoRetry::none;
+}
+
+}  // namespace floodgate::proxy
