@@ -52,7 +52,7 @@ void Attempt::reset() noexcept {
   plan_ = {};
   bout_len_ = bin_len_ = bin_pos_ = 0;
   role_ = AttemptRole::primary;
-  started_ = connecting_ = backend_writing_ = false;
+  started_ = ended_ = connecting_ = backend_writing_ = false;
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
   stale_retried_ = request_sent_ = false;
 }
@@ -72,6 +72,7 @@ void Attempt::arm_timer(std::chrono::milliseconds d) {
 void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
                     resilience::CircuitPass pass, AttemptRole role) {
   started_ = true;
+  ended_ = false;
   role_ = role;
   up_ = &up;
   backend_ = static_cast<int32_t>(backend);
@@ -116,14 +117,14 @@ void Attempt::send_request_head() {
   Exchange& ex = client_->exchange();
   if (!acquire_buffers()) {  // at server.max_buffers_per_reactor
     end(true);               // nothing was sent on it
-    return client_->respond(Reason::buffers_exhausted);
+    return client_->on_attempt_failed(*this, Reason::buffers_exhausted);
   }
   http::Writer w(bout_, client_->reactor().request_data());
   const http::ForwardInfo fwd{client_->client_ip(), ex.request_id,
                               up_->backends[static_cast<std::size_t>(backend_)]->address.text};
   if (!http::write_request_head(client_->request_parser(), ex.facts, fwd, w)) {
     end(true);
-    return client_->respond(Reason::header_too_large);
+    return client_->on_attempt_failed(*this, Reason::header_too_large);
   }
   bout_len_ = w.size();
   bin_len_ = bin_pos_ = 0;
@@ -131,7 +132,7 @@ void Attempt::send_request_head() {
                       http::HeadLimits{0, 0, BufferLayout::kResponseFields});
   conn_->parser.set_no_body(ex.head_request);
   do_backend_read();
-  client_->on_request_head_sent();
+  client_->on_request_head_sent(*this);
 }
 
 void Attempt::send_request() {
@@ -151,7 +152,7 @@ void Attempt::on_backend_written(const error_code& ec) {
     return client_->cut(OutcomeSource::upstream);
   }
   bout_len_ = 0;
-  client_->pump_request_body();
+  client_->pump_request_body(*this);
 }
 
 void Attempt::request_done() {
@@ -209,6 +210,7 @@ void Attempt::process_response() {
 // 1xx other than 101: forwarded to HTTP/1.1 clients (except 100, which floodgate sends
 // itself), then the next response head is parsed from the bytes that follow.
 void Attempt::on_interim_response() {
+  client_->claim(*this);  // a hedged request's response comes from this attempt from now on
   http::Parser& rp = conn_->parser;
   const int minor = client_->request_parser().http_minor();
   if (rp.status() != 100 && minor >= 1) {
@@ -247,6 +249,13 @@ void Attempt::on_response_head(bool message_done) {
                                          ? RetryResult::failed
                                          : RetryResult::succeeded);
   }
+  if (verdict == resilience::CircuitVerdict::failure && client_->exchange().other(*this).live()) {
+    // A hedged request's failed response while the other attempt may still succeed: the
+    // first successful head wins.
+    end(false);
+    return client_->on_attempt_failed(*this, Reason::none);
+  }
+  client_->claim(*this);
   plan_ = http::plan_response(rp, ex.head_request, minor, keep);
   ex.decide(Outcome::relayed(rp.status(), std::chrono::steady_clock::now() - ex.started));
   if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
@@ -360,7 +369,7 @@ void Attempt::fail(Reason reason) {
   }
   if (backend_failure(reason)) judge(resilience::CircuitVerdict::failure);
   end(false);
-  client_->on_attempt_failed(reason);
+  client_->on_attempt_failed(*this, reason);
 }
 
 void Attempt::judge(resilience::CircuitVerdict verdict) noexcept {
@@ -370,6 +379,7 @@ void Attempt::judge(resilience::CircuitVerdict verdict) noexcept {
 }
 
 void Attempt::end(bool reusable) {
+  ended_ = true;
   timer_.cancel();
   connecting_ = false;
   in_flight_.release();

@@ -20,7 +20,8 @@ using boost::system::error_code;
 ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
     : reactor_(reactor),
       client_(reactor.poller(), *this),
-      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this) {
+      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this),
+      hedge_timer_([](void* c) { static_cast<ClientConn*>(c)->on_hedge_timer(); }, this) {
   for (Attempt& a : ex_.attempts) a.bind(*this);
   ex_.wait.poller = &reactor.poller();
   ex_.wait.owner = this;
@@ -112,7 +113,7 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
     case Phase::head:
       return parse_head();
     case Phase::forwarding:
-      return pump_request_body();
+      return pump_request_body(ex_.attempt());
     case Phase::queued:
       return watch_client_while_queued();
     default:
@@ -303,10 +304,35 @@ void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
   ex_.attempt().on_client_drained();
 }
 
-void ClientConn::on_attempt_failed(Reason reason) {
+void ClientConn::on_attempt_failed(Attempt& failed, Reason reason) {
+  Attempt& other = ex_.other(failed);
+  if (other.live()) {  // hedged: the other attempt may still answer
+    ex_.current = ex_.index_of(other);
+    return;
+  }
+  ex_.current = ex_.index_of(failed);
+  hedge_timer_.cancel();
   if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::upstream);
   if (retry_elsewhere(reason)) return;
   respond(reason);
+}
+
+void ClientConn::claim(Attempt& a) {
+  hedge_timer_.cancel();
+  ex_.current = ex_.index_of(a);
+  Attempt& other = ex_.other(a);
+  const bool hedged = ex_.attempts[1].role() == AttemptRole::hedge && ex_.attempts[1].started();
+  if (!hedged || ex_.hedge_settled) return;
+  ex_.hedge_settled = true;
+  ReactorMetrics& m = reactor_.metrics();
+  m.hedge(ex_.up->id,
+          a.role() == AttemptRole::hedge ? HedgeResult::won_by_hedge : HedgeResult::won_by_primary);
+  if (other.live()) {
+    // HTTP/1.1 cannot cancel a request on a connection: the loser's is closed, never pooled
+    // mid-response; its count in the backend's load and its circuit pass go back (no verdict).
+    other.end(false);
+    m.hedge(ex_.up->id, HedgeResult::cancelled);
+  }
 }
 
 void ClientConn::on_response_done(bool close) {
@@ -321,6 +347,7 @@ void ClientConn::end_attempts() noexcept {
 // request (keep-alive, possibly already pipelined in in_) or closing the connection.
 void ClientConn::finish_request(bool close_client) {
   if (phase_ == Phase::idle || phase_ == Phase::closing) return;
+  hedge_timer_.cancel();
   log_request();
   end_attempts();
   ex_.end();  // the pool slot, then the stages' tickets (the in-flight cap's slot)
@@ -464,6 +491,7 @@ void ClientConn::close() {
   }
   phase_ = Phase::closing;
   client_timer_.cancel();
+  hedge_timer_.cancel();
   if (queued && ex_.wait.stage != nullptr) {  // the client went away while waiting
     Wait& w = ex_.wait;
     w.abandoned = true;

@@ -62,10 +62,10 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   const http::Parser& request_parser() const noexcept { return parser_; }
   std::string_view client_ip() const noexcept { return {client_ip_, client_ip_len_}; }
   bool closed() const noexcept { return closed_; }
-  // The attempt's request head is on its way: invite the body (100-continue), pump it.
-  void on_request_head_sent();
-  // Forwards buffered request body into the attempt, or reads more of it.
-  void pump_request_body();
+  // Attempt `a`'s request head is on its way: invite the body (100-continue), pump it.
+  void on_request_head_sent(Attempt& a);
+  // Forwards buffered request body into attempt `a`, or reads more of it.
+  void pump_request_body(Attempt& a);
   // The response's bytes for the client: a response buffer the attempt fills, written by
   // write_out() (which calls the attempt's on_client_drained() when all is out).
   bool acquire_out() noexcept;
@@ -76,10 +76,14 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void discard_out() noexcept { cout_len_ = 0; }
   bool writing() const noexcept { return client_writing_; }
   void write_out();
-  // The attempt failed for `reason`: answered with it when the client has seen nothing of a
-  // response yet, else the exchange is cut short (the client must not take a short response
-  // for a whole one).
-  void on_attempt_failed(Reason reason);
+  // Attempt `failed` failed for `reason`. When the exchange's other attempt is still live (a
+  // hedge), that one goes on alone. Otherwise a retry when the rules allow it, else the
+  // failure is answered when the client has seen nothing of a response yet, or the exchange is
+  // cut short (the client must not take a short response for a whole one).
+  void on_attempt_failed(Attempt& failed, Reason reason);
+  // Attempt `a` has the exchange's response (its first byte is about to go to the client):
+  // the other attempt, if still live, is cancelled (hedging: the first response head wins).
+  void claim(Attempt& a);
   // The response is complete: the exchange ends, then the connection goes on or closes.
   void on_response_done(bool close);
   // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
@@ -130,11 +134,16 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void watch_client_while_queued();
   void on_wait_over() override;
 
-  // -- backend selection (dispatch.cpp)
+  // -- backend selection, the retry and the hedge (dispatch.cpp)
   void select_backend();
+  // Arms the hedge timer when the exchange's request may be hedged (resilience.hedging).
+  void arm_hedge(const Upstream& up, const FailurePolicy& policy);
+  void on_hedge_timer();
   // After a failed attempt: starts the exchange's retry on another backend when the rules, an
   // alternate and the budgets allow; false when the failure stands.
   bool retry_elsewhere(Reason reason);
+  enum class SecondAttempt : uint8_t { started, no_alternate, denied_budget };
+  SecondAttempt start_second_attempt(AttemptRole role, uint32_t exclude);
   // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
   void reject(Reason reason);
 
@@ -171,6 +180,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   http::Parser parser_{http::Parser::Kind::request};
   // header_timeout, idle_timeout, a wait's deadline (pending_timeout), the linger.
   TimerWheel::Entry client_timer_;
+  TimerWheel::Entry hedge_timer_;  // hedging.delay after the first attempt started
   Phase phase_ = Phase::idle;
   bool read_into_landing_ = false;  // the pending client read goes to landing_
   bool generated_close_ = false;    // close after the generated response being written

@@ -22,6 +22,7 @@ void ClientConn::select_backend() {
       policy.global_budget->count_primary(now);
       up.retry_budget->count_primary(now);
     }
+    arm_hedge(up, policy);
     return ex_.attempt().start(up, static_cast<uint32_t>(s.backend), std::move(s.entered),
                                std::move(s.pass));
   }
@@ -43,8 +44,7 @@ void ClientConn::select_backend() {
 }
 
 // Issue 13's retry: once, to another backend, when every rule holds (failure_policy.h), an
-// alternate can take it and the budgets (global and the pool's) admit it. The request keeps
-// its pool slot: one slot per request, whatever its attempts.
+// alternate can take it and the budgets admit it.
 bool ClientConn::retry_elsewhere(Reason reason) {
   const Attempt& failed = ex_.attempt();
   if (ex_.up == nullptr || failed.backend() < 0) return false;  // a CONNECT tunnel's
@@ -52,26 +52,64 @@ bool ClientConn::retry_elsewhere(Reason reason) {
                                  ex_.facts.has_body,           ex_.facts.upgrade,
                                  ex_.outcome.client_saw_bytes, ex_.attempts_started()};
   if (retry_rule(candidate) != NoRetry::none) return false;
+  const uint32_t upstream = ex_.up->id;
+  switch (start_second_attempt(AttemptRole::retry, static_cast<uint32_t>(failed.backend()))) {
+    case SecondAttempt::started:
+      reactor_.metrics().retry(upstream, RetryResult::sent);
+      return true;
+    case SecondAttempt::no_alternate:
+      reactor_.metrics().retry(upstream, RetryResult::no_alternate);
+      return false;
+    case SecondAttempt::denied_budget:
+      reactor_.metrics().retry(upstream, RetryResult::denied_budget);
+      return false;
+  }
+  return false;
+}
+
+// A retry's or a hedge's attempt: another backend than `exclude` with a closed circuit, when
+// both retry budgets (global and the pool's) admit it. The exchange keeps its one pool slot.
+ClientConn::SecondAttempt ClientConn::start_second_attempt(AttemptRole role, uint32_t exclude) {
   const Upstream& up = *ex_.up;
   const FailurePolicy& policy = ex_.gen->snapshot->failure;
   const auto now = reactor_.now();
-  Selection s = select_alternate(up, *up.per_reactor[reactor_.index()].balancer, policy, now,
-                                 static_cast<uint32_t>(failed.backend()));
-  if (!s) {
-    reactor_.metrics().retry(up.id, RetryResult::no_alternate);
-    return false;
-  }
+  Selection s =
+      select_alternate(up, *up.per_reactor[reactor_.index()].balancer, policy, now, exclude);
+  if (!s) return SecondAttempt::no_alternate;
   if (policy.global_budget &&
       !resilience::try_retry_both(*policy.global_budget, *up.retry_budget, now)) {
-    reactor_.metrics().retry(up.id, RetryResult::denied_budget);
-    return false;  // the alternate's count and pass go back with `s`
+    return SecondAttempt::denied_budget;  // the alternate's count and pass go back with `s`
   }
   Attempt* next = ex_.free_attempt();  // there is one: a single attempt was made
-  ex_.current = static_cast<uint8_t>(next - ex_.attempts.data());
-  reactor_.metrics().retry(up.id, RetryResult::sent);
-  next->start(up, static_cast<uint32_t>(s.backend), std::move(s.entered), std::move(s.pass),
-              AttemptRole::retry);
-  return true;
+  if (role == AttemptRole::retry) ex_.current = ex_.index_of(*next);
+  next->start(up, static_cast<uint32_t>(s.backend), std::move(s.entered), std::move(s.pass), role);
+  return SecondAttempt::started;
+}
+
+// Hedging (resilience.hedging): a bodyless, non-tunnel request with a safe method to a pool on
+// the allowlist gets a second attempt at another backend when the first has no response head
+// after `delay`; the first successful head wins (claim()) and the other is cancelled.
+void ClientConn::arm_hedge(const Upstream& up, const FailurePolicy& policy) {
+  if (!policy.hedging || !up.hedge || up.backends.size() < 2 || ex_.facts.has_body ||
+      ex_.facts.upgrade || (policy.hedge_methods & method_bit(parser_.method())) == 0) {
+    return;
+  }
+  reactor_.wheel().schedule(hedge_timer_, reactor_.now() + policy.hedge_delay);
+}
+
+void ClientConn::on_hedge_timer() {
+  const Ref<ClientConn> keep(this);
+  Attempt& primary = ex_.attempt();
+  if (closed_ || phase_ != Phase::forwarding || ex_.up == nullptr || ex_.attempts_started() != 1 ||
+      !primary.live() || primary.response_started() || ex_.outcome.client_saw_bytes) {
+    return;
+  }
+  // No alternate or no budget (a hedge spends it like a retry): the primary goes on alone.
+  const uint32_t upstream = ex_.up->id;
+  if (start_second_attempt(AttemptRole::hedge, static_cast<uint32_t>(primary.backend())) ==
+      SecondAttempt::started) {
+    reactor_.metrics().hedge(upstream, HedgeResult::sent);
+  }
 }
 
 void ClientConn::reject(Reason reason) {
@@ -80,7 +118,7 @@ void ClientConn::reject(Reason reason) {
   respond(reason);
 }
 
-void ClientConn::on_request_head_sent() {
+void ClientConn::on_request_head_sent(Attempt& a) {
   if (ex_.facts.expect_continue && !ex_.request_parsed && in_pos_ == in_len_ &&
       parser_.http_minor() >= 1) {
     // Invite the body now that the request is routed and has a backend.
@@ -95,11 +133,10 @@ void ClientConn::on_request_head_sent() {
                     if (c.cout_len_ > 0) c.write_out();
                   });
   }
-  pump_request_body();
+  pump_request_body(a);
 }
 
-void ClientConn::pump_request_body() {
-  Attempt& a = ex_.attempt();
+void ClientConn::pump_request_body(Attempt& a) {
   if (a.sending() || closed_ || !a.connected()) return;
   const ServerParams& server = ex_.gen->snapshot->server;
   const bool chunked = parser_.chunked();

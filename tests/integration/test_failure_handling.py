@@ -10,6 +10,9 @@ backend, and hedging, through the binary with real loopback backends.
   backends); a POST, a GET with a body, an upgrade and a malformed response are not retried.
 - A pool whose every backend fails: retries sent <= 10% of primaries + 1 in the window.
 - A backend killed under wrk load fails no request that could be retried.
+- Hedging: with one slow backend in three, a GET that went to it is answered by another after
+  `delay`; the slow attempt is cancelled (its connection closed, its counts back to 0); a POST
+  is never hedged.
 """
 
 import json
@@ -26,11 +29,13 @@ from backend import Backend, RawServer
 from harness import FloodgateTestCase, admin_get, free_port, poll, route, upstream
 
 OPEN_S = 2.0  # circuit_breaker.open in these tests
+SLOW_S = 1.0  # how long a "slow" backend takes to answer
 THRESHOLD = 3
 
 
 class FailingBackend(RawServer):
-    """A backend whose behaviour the test switches: "ok" (200 with its name), "503", "reset"
+    """A backend whose behaviour the test switches: "ok" (200 with its name), "slow" (the same
+    after SLOW_S), "503", "reset"
     (RST instead of a response), "timeout" (reads the request, never answers), "malformed"
     (a garbage status line), or "refuse" (its listener closed: connections are refused; the
     port is kept and listened on again when switched back). Counts the requests it read."""
@@ -92,6 +97,8 @@ class FailingBackend(RawServer):
                     return
                 if mode == "malformed":
                     sock.sendall(b"NOT-HTTP garbage\r\n\r\n")
+                    return
+                if mode == "slow" and self.release.wait(SLOW_S):
                     return
                 status = b"503 Service Unavailable" if mode == "503" else b"200 OK"
                 body = self.name.encode()
@@ -343,6 +350,68 @@ class RetryBudget(FloodgateTestCase):
         self.assertEqual(sent + denied, n)
         self.assertEqual(m.value("floodgate_retries_total", upstream="app", outcome="failed"), sent)
         self.assertEqual(m.value("floodgate_retry_budget_remaining", upstream="app"), 0)
+
+
+class Hedging(FloodgateTestCase):
+    """Three backends, one of which answers after SLOW_S; hedging after 50 ms."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fast = [Backend("fast-%d" % i).start() for i in range(2)]
+        cls.slow = FailingBackend("slow", "slow")
+        cls.fg = cls.start_floodgate(
+            [upstream("app", [cls.slow.address] + cls.fast)], workers=1,
+            resilience={"hedging": {"enabled": True, "delay": "50ms"},
+                        "retry_budget": {"ratio_percent": 100}})
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.slow.stop()
+        for b in cls.fast:
+            b.stop()
+
+    def hedges(self, result):
+        return self.fg.metrics().value("floodgate_hedges_total", upstream="app", result=result)
+
+    def test_a_get_to_the_slow_backend_is_answered_by_a_hedge_and_the_slow_attempt_cancelled(self):
+        for i in range(9):
+            r = self.fg.get("/hedge?i=%d" % i)
+            self.assertEqual(r.status, 200, r)
+            self.assertNotEqual(r.header("X-Backend-Name"), "slow", "waited for the slow one")
+        poll(lambda: self.slow.count() >= 1, what="the slow backend's attempts")
+        sent = self.hedges("sent")
+        self.assertGreaterEqual(sent, 1)
+        self.assertEqual(self.hedges("won_by_hedge"), sent)
+        self.assertEqual(self.hedges("cancelled"), sent)
+        self.assertEqual(self.hedges("won_by_primary"), 0)
+        entries = poll(lambda: len([e for e in self.fg.access_log_entries()
+                                    if e["target"].startswith("/hedge?")]) == 9
+                       and self.fg.access_log_entries())
+        hedged = [e for e in entries if e["target"].startswith("/hedge?") and e["attempts"] == 2]
+        self.assertEqual(len(hedged), sent)
+        for e in hedged:
+            self.assertEqual(e["backends"][0], self.slow.address)
+            self.assertEqual(e["backend"], e["backends"][1])
+        # The cancelled attempts hold nothing: no request in flight at the slow backend, no
+        # pool slot; a cancelled attempt is not a failure, so the slow backend's circuit is closed.
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_backend_active", upstream="app",
+                                 peer=self.slow.address), 0)
+        self.assertEqual(m.value("floodgate_pool_active", upstream="app"), 0)
+        self.assertEqual(m.value("floodgate_circuit_state", upstream="app",
+                                 peer=self.slow.address), 0)
+
+    def test_a_post_is_never_hedged(self):
+        sent = self.hedges("sent")
+        for i in range(3):  # round robin: one of three goes to the slow backend
+            r = self.fg.request("POST", "/post?i=%d" % i, body=b"x")
+            self.assertEqual(r.status, 200, r)
+            if r.header("X-Backend-Name") == "slow":
+                break
+        else:
+            self.fail("no POST reached the slow backend")
+        self.assertEqual(self.hedges("sent"), sent)
 
 
 @unittest.skipUnless(shutil.which("wrk"), "wrk is not installed (scripts/deps.sh installs it)")

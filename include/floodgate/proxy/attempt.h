@@ -70,6 +70,8 @@ class Attempt final : public net::StreamOwner {
   // A CONNECT tunnel's connection to `to` (no pool, no backend of a pool).
   void start_tunnel(const boost::asio::ip::tcp::endpoint& to);
   bool started() const noexcept { return started_; }
+  // Started and not ended: it may still produce the exchange's response.
+  bool live() const noexcept { return started_ && !ended_; }
   // The backend's index in its upstream, -1 when none (not started, or a CONNECT tunnel).
   int32_t backend() const noexcept { return backend_; }
 
@@ -149,6 +151,7 @@ class Attempt final : public net::StreamOwner {
 
   AttemptRole role_ = AttemptRole::primary;
   bool started_ = false;
+  bool ended_ = false;
   bool connecting_ = false;  // a new backend connection is being established
   bool backend_writing_ = false;
   bool response_head_ = false;  // the final response head has been parsed

@@ -138,9 +138,14 @@ struct Exchange {
   // Which attempt carries the exchange's response: the first, then its retry, or a hedge that
   // won. The client side (body pump, output drained) talks to it.
   uint8_t current = 0;
+  bool hedge_settled = false;  // a hedged exchange's winner was counted
 
   Attempt& attempt() noexcept { return attempts[current]; }
   const Attempt& attempt() const noexcept { return attempts[current]; }
+  Attempt& other(const Attempt& a) noexcept { return attempts[&a == &attempts[0] ? 1 : 0]; }
+  uint8_t index_of(const Attempt& a) const noexcept {
+    return static_cast<uint8_t>(&a - attempts.data());
+  }
   // Attempts started for this request (1 or 2 once it reached a backend).
   unsigned attempts_started() const noexcept {
     return (attempts[0].started() ? 1U : 0U) + (attempts[1].started() ? 1U : 0U);
@@ -165,6 +170,7 @@ struct Exchange {
     body_bytes = bytes_out = 0;
     bytes_in = already_read;
     current = 0;
+    hedge_settled = false;
     outcome = Outcome{};
   }
 

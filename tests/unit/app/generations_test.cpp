@@ -207,5 +207,91 @@ TEST(Generations, RetryAfterIsAtLeastOneSecond) {
   EXPECT_EQ(proxy::Policy::of(r).retry_after_seconds, 30U);
 }
 
+// -- Issue 13: breakers per address, budgets kept while their ratio and window are ----------
+
+TEST(Generations, OneBreakerPerAddressSharedByPoolsAndKeptAcrossReloads) {
+  Generations g(1);
+  g.activate(g.build(parse(kTwoPools), kTwoPools));  // app has 127.0.0.1:9001 and :9002
+  const std::string with_shared = R"(
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9001"]
+[[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9001", "127.0.0.1:9002"]
+[[routes]]
+upstream = "app"
+)";
+  const auto before = g.active().snapshot;
+  const auto& app_before = before->upstream(before->upstreams[1]->id);
+  const auto breaker_9001 = app_before.backends[0]->breaker;
+  g.activate(g.build(parse(with_shared), with_shared));
+  const proxy::Snapshot& after = *g.active().snapshot;
+  const proxy::Upstream& api = *after.upstreams[0];
+  const proxy::Upstream& app = *after.upstreams[1];
+  EXPECT_EQ(app.backends[0]->breaker, breaker_9001) << "a reload keeps the address's breaker";
+  EXPECT_EQ(api.backends[0]->breaker, breaker_9001) << "two pools, one address, one breaker";
+  EXPECT_NE(api.backends[0], app.backends[0]) << "but each pool its own peer";
+  EXPECT_NE(app.backends[1]->breaker, breaker_9001);
+}
+
+TEST(Generations, ActivationGivesEveryBreakerTheActiveLimits) {
+  Generations g(1);
+  const std::string tight = kOnePool + R"(
+[resilience.circuit_breaker]
+failure_threshold = 7
+open = "2s"
+half_open_max_probes = 3
+)";
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  const auto breaker = g.active().snapshot->upstreams[0]->backends[0]->breaker;
+  EXPECT_EQ(breaker->limits().failure_threshold, 3U);
+  g.activate(g.build(parse(tight), tight));
+  EXPECT_EQ(breaker->limits(), (resilience::CircuitLimits{7, std::chrono::seconds(2), 3}));
+  ASSERT_TRUE(g.rollback());
+  EXPECT_EQ(breaker->limits().failure_threshold, 3U);
+}
+
+TEST(Generations, AReloadKeepsABudgetWhoseRatioAndWindowStayAndStartsAChangedOneAfresh) {
+  Generations g(1);
+  const auto with = [](const std::string& budget) { return kTwoPools + budget; };
+  const std::string ten = with("[resilience.retry_budget]\nratio_percent = 10\n");
+  const std::string app20 = with(
+      "[resilience.retry_budget]\nratio_percent = 10\nper_route_ratio_percent = { app = 20 }\n");
+  const std::string off = with("[resilience.retry_budget]\nenabled = false\n");
+  const auto first = g.build(parse(ten), ten);
+  const auto same = g.build(parse(ten), ten);
+  const auto changed = g.build(parse(app20), app20);
+  const auto disabled = g.build(parse(off), off);
+  const auto& s1 = *first.snapshot;
+  const auto& s2 = *same.snapshot;
+  const auto& s3 = *changed.snapshot;
+  ASSERT_TRUE(s1.failure.global_budget);
+  EXPECT_EQ(s2.failure.global_budget, s1.failure.global_budget);
+  EXPECT_EQ(s3.failure.global_budget, s1.failure.global_budget) << "the global ratio is kept";
+  EXPECT_EQ(s2.upstreams[1]->retry_budget, s1.upstreams[1]->retry_budget);
+  EXPECT_NE(s3.upstreams[1]->retry_budget, s1.upstreams[1]->retry_budget) << "app's changed";
+  EXPECT_EQ(s3.upstreams[1]->retry_budget->ratio_percent(), 20U);
+  EXPECT_EQ(s3.upstreams[0]->retry_budget, s1.upstreams[0]->retry_budget) << "api's is kept";
+  EXPECT_NE(s1.upstreams[0]->retry_budget, s1.upstreams[1]->retry_budget) << "one per pool";
+  EXPECT_FALSE(disabled.snapshot->failure.global_budget);
+  EXPECT_FALSE(disabled.snapshot->upstreams[0]->retry_budget);
+}
+
+TEST(Generations, HedgingAppliesToThePoolsOfItsAllowlist) {
+  Generations g(1);
+  const std::string hedged = kTwoPools + R"(
+[resilience.hedging]
+enabled = true
+route_allowlist = ["app"]
+)";
+  const auto e = g.build(parse(hedged), hedged);
+  EXPECT_FALSE(e.snapshot->upstreams[0]->hedge);
+  EXPECT_TRUE(e.snapshot->upstreams[1]->hedge);
+  EXPECT_TRUE(e.snapshot->failure.hedging);
+  const auto plain = g.build(parse(kTwoPools), kTwoPools);
+  EXPECT_FALSE(plain.snapshot->upstreams[1]->hedge);
+}
+
 }  // namespace
 }  // namespace floodgate::app

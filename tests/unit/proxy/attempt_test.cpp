@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/ip/address_v4.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
@@ -30,6 +31,7 @@
 #include "floodgate/core/clock.h"
 #include "floodgate/core/endpoint.h"
 #include "floodgate/proxy/access_log.h"
+#include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/params.h"
 #include "floodgate/proxy/pool_stage.h"
@@ -227,27 +229,33 @@ bool closed_within(int fd, std::chrono::milliseconds timeout) {
 
 // --- the proxy under test ------------------------------------------------------------------
 
-// A generation with one pool, "app", of one backend at 127.0.0.1:`port`, and one route to it
-// for every host and path; no in-flight cap and no memory guard (nothing but the attempt can
-// answer). Built as app::Generations builds one from a configuration, for one reactor.
-std::shared_ptr<const Snapshot> one_backend(uint16_t port,
-                                            std::chrono::milliseconds connect_timeout,
-                                            std::chrono::milliseconds response_timeout) {
+// A generation with one pool, "app", of backends at 127.0.0.1:`ports` (round robin), and one
+// route to it for every host and path; no in-flight cap and no memory guard (nothing but the
+// attempts can answer). Built as app::Generations builds one from a configuration, for one
+// reactor, with `failure` as its breakers, retry and hedging (no retry budget).
+std::shared_ptr<const Snapshot> pool_of(const std::vector<uint16_t>& ports,
+                                        std::chrono::milliseconds connect_timeout,
+                                        std::chrono::milliseconds response_timeout,
+                                        const FailurePolicy& failure = {}) {
   auto snap = std::make_shared<Snapshot>();
+  snap->failure = failure;
   snap->generation = 1;
   snap->limits = http::HeadLimits{snap->server.max_uri_bytes, snap->server.max_header_bytes,
                                   snap->server.max_headers};
   auto up = std::make_shared<Upstream>();
   up->id = 0;
   up->params.name = "app";
-  const Endpoint address{"127.0.0.1", port, "127.0.0.1:" + std::to_string(port)};
-  up->params.servers = {ServerEntry{address}};
   up->params.connect_timeout = connect_timeout;
   up->params.response_timeout = response_timeout;
-  up->backends.push_back(std::make_shared<Backend>(
-      address, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), port), 1,
-      std::make_shared<resilience::CircuitBreaker>()));
-  up->weights = {1};
+  up->hedge = failure.hedging;
+  for (const uint16_t port : ports) {
+    const Endpoint address{"127.0.0.1", port, "127.0.0.1:" + std::to_string(port)};
+    up->params.servers.push_back(ServerEntry{address});
+    up->backends.push_back(std::make_shared<Backend>(
+        address, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), port), 1,
+        std::make_shared<resilience::CircuitBreaker>(failure.limits)));
+    up->weights.push_back(1);
+  }
   up->pool = std::make_shared<Pool>();
   up->apply_policy();
   up->pool->admission.set_limits(up->policy.limits);
@@ -276,8 +284,11 @@ class AttemptTest : public ::testing::Test {
   // the port its listener got.
   uint16_t start_proxy(uint16_t backend_port, std::chrono::milliseconds connect_timeout = 2s,
                        std::chrono::milliseconds response_timeout = 30s) {
-    reactor_ = std::make_unique<Reactor>(
-        0, one_backend(backend_port, connect_timeout, response_timeout), access_log_, clock_);
+    return start_pool(pool_of({backend_port}, connect_timeout, response_timeout));
+  }
+  uint16_t start_pool(std::shared_ptr<const Snapshot> snap) {
+    snap_ = snap;
+    reactor_ = std::make_unique<Reactor>(0, std::move(snap), access_log_, clock_);
     const auto bound = reactor_->listen(
         boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0), "127.0.0.1:0");
     reactor_->start();
@@ -309,6 +320,7 @@ class AttemptTest : public ::testing::Test {
   }
 
   ManualClock clock_;
+  std::shared_ptr<const Snapshot> snap_;
   AccessLog access_log_{LogParams{.access_log = "off"}, 1};
   std::unique_ptr<Reactor> reactor_;
 };
@@ -435,6 +447,77 @@ TEST_F(AttemptTest, AConnectThatDoesNotCompleteFailsAfterConnectTimeoutOfTheLoop
   EXPECT_NE(response->find("\r\nX-Floodgate-Reason: upstream_connect_timeout\r\n"),
             std::string::npos)
       << *response;
+}
+
+// Hedging: the primary's backend takes the request and never answers; once the loop's clock
+// passes hedging.delay (never by real time alone) the hedge goes to the other backend, whose
+// answer the client gets, and the primary's connection is closed with its counts released.
+TEST_F(AttemptTest, AHedgeGoesToTheOtherBackendAfterTheDelayAndTheLoserIsClosed) {
+  constexpr auto kDelay = 100ms;
+  std::array<Fd, 2> backends{listen_loopback(), listen_loopback()};
+  ASSERT_TRUE(backends[0] && backends[1]);
+  FailurePolicy failure;
+  failure.hedging = true;
+  failure.hedge_delay = kDelay;
+  failure.hedge_methods = method_bit(HTTP_GET);
+  const uint16_t proxy = start_pool(
+      pool_of({local_port(backends[0].get()), local_port(backends[1].get())}, 2s, 30s, failure));
+  Fd client = connect_loopback(proxy);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(send_all(client.get(), kGet));
+
+  // The primary: whichever backend round robin chose.
+  std::size_t first = 2;
+  for (const auto deadline = SteadyClock::now() + kPatience;
+       first == 2 && SteadyClock::now() < deadline;) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (readable_within(backends[i].get(), 10ms)) first = i;
+    }
+  }
+  ASSERT_NE(first, 2U) << "the request reached no backend";
+  const std::size_t second = 1 - first;
+  Fd primary = accept_within(backends[first].get(), kPatience);
+  ASSERT_TRUE(primary);
+  std::string primary_in;
+  ASSERT_TRUE(read_request(primary.get(), primary_in).has_value());
+
+  // Real time past the delay, the loop's clock standing still: no hedge.
+  EXPECT_FALSE(readable_within(backends[second].get(), 3 * kDelay));
+
+  // The clock past the delay: the hedge reaches the other backend, which answers.
+  int advances = 0;
+  while (advances < 5 && !readable_within(backends[second].get(), 1s)) {
+    clock_.advance(kDelay);
+    ++advances;
+  }
+  Fd hedge = accept_within(backends[second].get(), kPatience);
+  ASSERT_TRUE(hedge) << "no hedge after the delay";
+  std::string hedge_in;
+  const auto request = read_request(hedge.get(), hedge_in);
+  ASSERT_TRUE(request.has_value());
+  EXPECT_TRUE(request->starts_with("GET / HTTP/1.1\r\n")) << *request;
+  ASSERT_TRUE(send_all(hedge.get(), kOk));
+
+  std::string client_in;
+  const auto response = read_response(client.get(), client_in);
+  ASSERT_TRUE(response.has_value());
+  EXPECT_TRUE(response->starts_with("HTTP/1.1 200 ")) << *response;
+  EXPECT_TRUE(response->ends_with("\r\n\r\nok")) << *response;
+
+  // The loser: its connection closed (HTTP/1.1 cannot cancel a request on it), its count in
+  // the backend's load released once, and no verdict for its circuit.
+  EXPECT_TRUE(closed_within(primary.get(), kPatience));
+  const Upstream& up = *snap_->upstreams[0];
+  const auto settled = [&] {
+    return up.backends[0]->load.active.load() == 0 && up.backends[1]->load.active.load() == 0;
+  };
+  for (const auto deadline = SteadyClock::now() + kPatience;
+       !settled() && SteadyClock::now() < deadline;) {
+    ::poll(nullptr, 0, 5);
+  }
+  EXPECT_TRUE(settled());
+  EXPECT_EQ(up.backends[first]->breaker->streak(), 0U);
+  EXPECT_EQ(up.backends[first]->breaker->state(clock_.now()), resilience::CircuitState::closed);
 }
 
 }  // namespace
