@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "resilience_values.h"
 #include "values.h"
 
 namespace floodgate::config::detail {
@@ -282,6 +283,7 @@ void read_circuit_breaker(TableReader& r, resilience::CircuitBreakerParams& p) {
   r.integer("half_open_max_probes", 1, kMaxCount, p.half_open_max_probes);
   read_failure_statuses(r, p.failure_statuses);
   r.choice("when_all_open", kWhenAllOpen, p.when_all_open);
+  r.choice("mode", kModes, p.mode);
 }
 
 void read_retry_budget(TableReader& r, resilience::RetryBudgetParams& p, const UpstreamRefs& u) {

@@ -15,13 +15,6 @@
 namespace floodgate::config::detail {
 namespace {
 
-using resilience::Mode;
-
-constexpr std::array<Choice<Mode>, 2> kModes{{
-    {"enforce", Mode::enforce},
-    {"shadow", Mode::shadow},
-}};
-
 constexpr std::array<std::string_view, 6> kSubTables{"inflight",        "memory_guard", "protocol",
                                                      "circuit_breaker", "retry_budget", "hedging"};
 constexpr std::string_view kSubTableList =

@@ -5,15 +5,24 @@
 // to fix it. Pure functions; any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "floodgate/resilience/params.h"
 #include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
+#include "table_reader.h"
 #include "values.h"
 
 namespace floodgate::config::detail {
+
+// `mode` of the tables whose stage can refuse a request.
+inline constexpr std::array<Choice<resilience::Mode>, 2> kModes{{
+    {"enforce", resilience::Mode::enforce},
+    {"shadow", resilience::Mode::shadow},
+}};
 
 // A request method: an RFC 9110 token (1*tchar, section 5.6.2), kept as written. Methods are
 // case-sensitive (section 9.1), so "get" is a valid token that never matches a GET request.

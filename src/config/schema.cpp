@@ -123,7 +123,9 @@ constexpr std::array<KeyHome, 75> kKeyHomes{{
     {"inflight", "[resilience], as [resilience.inflight]"},
     {"memory_guard", "[resilience], as [resilience.memory_guard]"},
     {"protocol", "[resilience], as [resilience.protocol]"},
-    {"mode", "[resilience.inflight], [resilience.memory_guard] or [resilience.protocol]"},
+    {"mode",
+     "[resilience.inflight], [resilience.memory_guard], [resilience.protocol] or "
+     "[resilience.circuit_breaker]"},
     {"max_inflight", kInflight},
     {"exempt_preflight", kInflight},
     {"exempt_methods", kInflight},

@@ -17,6 +17,13 @@ void ClientConn::select_backend() {
   Balancer& balancer = *up.per_reactor[reactor_.index()].balancer;
   const auto now = reactor_.now();
   Selection s = select_primary(up, balancer, policy, now);
+  if (s.would_refuse != Reason::none) {  // circuit_breaker.mode = "shadow"
+    reactor_.metrics().shadow_rejected(StageId::circuit_breaker, s.would_refuse);
+    if (ex_.would_reject == Reason::none) {
+      ex_.would_reject = s.would_refuse;
+      ex_.would_reject_stage = StageId::circuit_breaker;
+    }
+  }
   if (s) {
     if (policy.global_budget) {  // the budgets' allowance follows the primaries
       policy.global_budget->count_primary(now);

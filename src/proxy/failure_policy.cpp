@@ -21,6 +21,7 @@ FailurePolicy FailurePolicy::of(const resilience::Params& params) {
   FailurePolicy p;
   const resilience::CircuitBreakerParams& cb = params.circuit_breaker;
   p.breakers = cb.enabled;
+  p.breakers_shadow = cb.enabled && cb.mode == resilience::Mode::shadow;
   p.limits = resilience::circuit_limits(cb);
   p.when_all_open = cb.when_all_open;
   for (const uint16_t status : cb.failure_statuses) {

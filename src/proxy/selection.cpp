@@ -30,7 +30,7 @@ Selection pick(const Upstream& up, Balancer& balancer, const FailurePolicy& poli
                Clock::time_point now, int64_t exclude, Refused& refused) {
   const uint32_t cap = up.policy.max_active_per_backend;
   const bool alternate = exclude >= 0;
-  const bool breakers = policy.breakers;
+  const bool breakers = policy.breakers && !policy.breakers_shadow;  // they decide
   const auto active = [&up](std::size_t i) {
     return up.backends[i]->load.active.load(std::memory_order_relaxed);
   };
@@ -60,6 +60,9 @@ Selection pick(const Upstream& up, Balancer& balancer, const FailurePolicy& poli
         refused.add(*chosen);
         continue;
       }
+    } else if (policy.breakers) {  // shadow: the breaker keeps its state from this attempt too
+      s.pass = b.breaker->try_pass(now);
+      if (!s.pass) s.pass = b.breaker->force_pass();
     }
     s.backend = static_cast<int32_t>(*chosen);
     s.entered = std::move(entered);
@@ -69,13 +72,29 @@ Selection pick(const Upstream& up, Balancer& balancer, const FailurePolicy& poli
   return s;
 }
 
+// Shadow mode: would enforce mode have found every backend that is up open?
+bool every_up_backend_open(const Upstream& up, Clock::time_point now) {
+  bool any_up = false;
+  for (const auto& b : up.backends) {
+    if (down(*b)) continue;
+    any_up = true;
+    if (b->breaker->state(now) != CircuitState::open) return false;
+  }
+  return any_up;
+}
+
 }  // namespace
 
 Selection select_primary(const Upstream& up, Balancer& balancer, const FailurePolicy& policy,
                          Clock::time_point now) {
   Refused refused;
   Selection s = pick(up, balancer, policy, now, -1, refused);
-  if (s) return s;
+  if (s) {
+    if (policy.breakers_shadow && every_up_backend_open(up, now)) {
+      s.would_refuse = Reason::circuit_open;
+    }
+    return s;
+  }
   // No backend may take it: say why.
   bool any_up = false;
   bool any_passable = false;  // up, and its circuit would let an attempt through

@@ -5,7 +5,8 @@ backend, and hedging, through the binary with real loopback backends.
   after failure_threshold failures, gets no traffic while open, and comes back through a
   half-open probe once it answers again; /status and the metrics show it.
 - When every backend's circuit is open: 503 circuit_open with Retry-After (reject), or the
-  request goes to the backend that failed least recently (least_recently_failed).
+  request goes to the backend that failed least recently (least_recently_failed); in shadow
+  mode it goes to the backend and would_reject says circuit_open.
 - A GET whose backend is dead succeeds on another with one retry (the access log shows both
   backends); a POST, a GET with a body, an upgrade and a malformed response are not retried.
 - A pool whose every backend fails: retries sent <= 10% of primaries + 1 in the window.
@@ -250,6 +251,39 @@ class LeastRecentlyFailed(FloodgateTestCase):
         # Its failure is now the latest: the next one goes to the other.
         self.assertEqual(self.fg.get("/x").header("X-Backend-Name"), "lrf-1")
         self.assertEqual([b.count() for b in self.bad], [before[0] + 1, before[1] + 1])
+
+
+class ShadowBreaker(FloodgateTestCase):
+    """mode = "shadow": the breaker opens on the failures, the requests still go to the backend,
+    and what enforce mode would have answered is counted and logged."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bad = FailingBackend("shadow-bad", "503")
+        cls.fg = cls.start_floodgate([upstream("app", [cls.bad.address])], workers=1,
+                                     resilience={"circuit_breaker": breaker(mode="shadow")})
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.bad.stop()
+
+    def test_a_shadow_breaker_opens_but_refuses_nothing_and_says_what_it_would_have_done(self):
+        for i in range(THRESHOLD):
+            self.assertEqual(self.fg.get("/x?i=%d" % i).status, 503)
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_circuit_state", upstream="app",
+                                 peer=self.bad.address), 1)
+        r = self.fg.get("/would")
+        self.assertEqual(r.status, 503)
+        self.assertIsNone(r.header("X-Floodgate-Reason"), "relayed from the backend")
+        self.assertEqual(self.bad.count(), THRESHOLD + 1)
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_shadow_rejections_total", stage="circuit_breaker",
+                                 reason="circuit_open"), 1)
+        self.assertEqual(m.value("floodgate_circuit_rejected_total", upstream="app"), 0)
+        entry = poll(lambda: [e for e in self.fg.access_log_entries() if e["target"] == "/would"])
+        self.assertEqual(entry[0]["would_reject"], "circuit_open")
 
 
 class Retries(FloodgateTestCase):

@@ -12,12 +12,12 @@
 
 namespace floodgate {
 
-enum class StageId : uint8_t { inflight, memory_guard, protocol, pool, count_ };
+enum class StageId : uint8_t { inflight, memory_guard, protocol, pool, circuit_breaker, count_ };
 
 inline constexpr std::size_t kStageCount = static_cast<std::size_t>(StageId::count_);
 
-inline constexpr std::array<std::string_view, kStageCount> kStageLabels{"inflight", "memory_guard",
-                                                                        "protocol", "pool"};
+inline constexpr std::array<std::string_view, kStageCount> kStageLabels{
+    "inflight", "memory_guard", "protocol", "pool", "circuit_breaker"};
 
 constexpr std::string_view label(StageId s) {
   return kStageLabels[static_cast<std::size_t>(s)];
@@ -28,13 +28,14 @@ struct StageReason {
   StageId stage;
   Reason reason;
 };
-inline constexpr std::array<StageReason, 6> kStageReasons{{
+inline constexpr std::array<StageReason, 7> kStageReasons{{
     {StageId::inflight, Reason::inflight_cap},
     {StageId::memory_guard, Reason::memory_pressure},
     {StageId::protocol, Reason::method_not_allowed},
     {StageId::protocol, Reason::denied_path},
     {StageId::protocol, Reason::authority_mismatch},
     {StageId::protocol, Reason::connect_denied},
+    {StageId::circuit_breaker, Reason::circuit_open},
 }};
 
 // The index of (stage, reason) in kStageReasons, or kStageReasons.size() when it is not one.

@@ -37,6 +37,8 @@ inline constexpr MethodMask kIdempotentMethods = method_bit(HTTP_GET) | method_b
 struct FailurePolicy {
   // -- Circuit breakers.
   bool breakers = true;  // circuit_breaker.enabled: selection consults them, attempts record
+  // mode = "shadow": attempts record, selection ignores the breakers (would_reject instead).
+  bool breakers_shadow = false;
   resilience::CircuitLimits limits{};
   resilience::WhenAllOpen when_all_open = resilience::WhenAllOpen::reject;
   std::bitset<100> failure_statuses{};  // status - 500

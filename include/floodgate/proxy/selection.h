@@ -10,6 +10,11 @@
 // 503 circuit_open with Retry-After until the first half-open; least_recently_failed sends it to
 // the backend whose latest failure is oldest), or every one is at its cap (no_eligible_backend).
 //
+// In shadow mode (circuit_breaker.mode = "shadow") selection ignores the circuits, but each
+// attempt still takes a pass (a forced one when the circuit would refuse it), so the breakers
+// keep their state from every verdict; a first attempt that enforce mode would have answered
+// circuit_open says so in `would_refuse`.
+//
 // Thread-safety: the reactor's thread (the balancer is the reactor's own); the backends'
 // counts and breakers are shared atomics.
 #pragma once
@@ -26,11 +31,12 @@
 namespace floodgate::proxy {
 
 struct Selection {
-  int32_t backend = -1;              // index in the upstream; -1: none, see `refusal`
-  InFlight entered;                  // the attempt's count in the backend's load
-  resilience::CircuitPass pass;      // empty when breakers are off
-  Reason refusal = Reason::none;     // no backend: no_healthy_backend, circuit_open, ...
-  Clock::time_point half_open_at{};  // circuit_open: when the first open circuit half-opens
+  int32_t backend = -1;                // index in the upstream; -1: none, see `refusal`
+  InFlight entered;                    // the attempt's count in the backend's load
+  resilience::CircuitPass pass;        // empty when breakers are off
+  Reason refusal = Reason::none;       // no backend: no_healthy_backend, circuit_open, ...
+  Clock::time_point half_open_at{};    // circuit_open: when the first open circuit half-opens
+  Reason would_refuse = Reason::none;  // shadow mode: circuit_open when enforce would refuse
 
   explicit operator bool() const noexcept { return backend >= 0; }
 };

@@ -70,10 +70,11 @@ enum class WhenAllOpen {
   least_recently_failed,  // sent to the backend that failed least recently
 };
 
-// [resilience.circuit_breaker]: one breaker per backend address (issue 13). Configuration only
-// so far: the request path does not consult it yet. No `mode`: the seed gives the three
-// failure-handling tables none, and what a shadow breaker would do (send requests to an open
-// backend?) is for the request-path work to decide.
+// [resilience.circuit_breaker]: one breaker per backend address (issue 13). `mode = "shadow"`:
+// the breakers keep their state from every attempt's verdict, but selection ignores them and
+// nothing is answered circuit_open; what enforce mode would have refused is counted and logged
+// (would_reject). The seed gives the table no mode; the retry budget and hedging refuse no
+// request (they decide whether a second attempt is made), so they have none.
 struct CircuitBreakerParams {
   bool enabled = true;
   uint32_t failure_threshold = 3;          // consecutive recorded failures: closed -> open
@@ -81,6 +82,7 @@ struct CircuitBreakerParams {
   uint32_t half_open_max_probes = 1;       // concurrent probes while half-open (> 0)
   std::vector<uint16_t> failure_statuses{502, 503, 504};  // distinct, 500..599, as written
   WhenAllOpen when_all_open = WhenAllOpen::reject;
+  Mode mode = Mode::enforce;
   bool operator==(const CircuitBreakerParams&) const = default;
 };
 

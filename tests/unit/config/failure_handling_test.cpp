@@ -66,6 +66,7 @@ TEST(ConfigFailureHandling, DefaultsToTheIssuesValuesWhenTheTablesAreAbsent) {
   EXPECT_EQ(p.circuit_breaker.half_open_max_probes, 1u);
   EXPECT_EQ(p.circuit_breaker.failure_statuses, (std::vector<uint16_t>{502, 503, 504}));
   EXPECT_EQ(p.circuit_breaker.when_all_open, WhenAllOpen::reject);
+  EXPECT_EQ(p.circuit_breaker.mode, resilience::Mode::enforce);
   EXPECT_TRUE(p.retry_budget.enabled);
   EXPECT_EQ(p.retry_budget.ratio_percent, 10u);
   EXPECT_EQ(p.retry_budget.window, 10s);
@@ -89,17 +90,18 @@ TEST(ConfigFailureHandling, KeepsTheDefaultsForEmptyTables) {
 TEST(ConfigFailureHandling, ReadsEveryCircuitBreakerKey) {
   const LoadResult r = breaker(
       "enabled = false\nfailure_threshold = 5\nopen = \"1m\"\nhalf_open_max_probes = 4\n"
-      "failure_statuses = [500, 503]\nwhen_all_open = \"least_recently_failed\"");
+      "failure_statuses = [500, 503]\nwhen_all_open = \"least_recently_failed\"\n"
+      "mode = \"shadow\"");
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
-  EXPECT_EQ(
-      r.config->resilience.circuit_breaker,
-      (resilience::CircuitBreakerParams{.enabled = false,
-                                        .failure_threshold = 5,
-                                        .open = 1min,
-                                        .half_open_max_probes = 4,
-                                        .failure_statuses = {500, 503},
-                                        .when_all_open = WhenAllOpen::least_recently_failed}));
+  EXPECT_EQ(r.config->resilience.circuit_breaker,
+            (resilience::CircuitBreakerParams{.enabled = false,
+                                              .failure_threshold = 5,
+                                              .open = 1min,
+                                              .half_open_max_probes = 4,
+                                              .failure_statuses = {500, 503},
+                                              .when_all_open = WhenAllOpen::least_recently_failed,
+                                              .mode = resilience::Mode::shadow}));
 }
 
 TEST(ConfigFailureHandling, ReadsEveryRetryBudgetKey) {
@@ -262,11 +264,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "test.toml:2:1: error: resilience.circuit_breaker.failure_treshold: unknown key "
                  "'failure_treshold' in [resilience.circuit_breaker] (did you mean "
                  "'failure_threshold'?); expected one of: enabled, failure_threshold, open, "
-                 "half_open_max_probes, failure_statuses, when_all_open"},
-        KeyError{"no_shadow_mode", kBreaker, "mode = \"shadow\"",
-                 "test.toml:2:1: error: resilience.circuit_breaker.mode: unknown key 'mode' in "
-                 "[resilience.circuit_breaker]; 'mode' belongs in [resilience.inflight], "
-                 "[resilience.memory_guard] or [resilience.protocol]"},
+                 "half_open_max_probes, failure_statuses, when_all_open, mode"},
+        KeyError{"unknown_mode", kBreaker, "mode = \"dry_run\"",
+                 "test.toml:2:1: error: resilience.circuit_breaker.mode: unknown value "
+                 "\"dry_run\"; expected enforce or shadow"},
         KeyError{"seed_milliseconds", kBreaker, "open_ms = 30000",
                  "test.toml:2:1: error: resilience.circuit_breaker.open_ms: unknown key "
                  "'open_ms' in [resilience.circuit_breaker]; 'open_ms' belongs in "

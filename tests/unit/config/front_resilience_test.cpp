@@ -410,8 +410,8 @@ TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBel
             "[resilience]; 'max_inflight' belongs in [resilience.inflight]");
   EXPECT_EQ(only(load_in("[resilience]", "mode = \"shadow\"")),
             "test.toml:2:1: error: resilience.mode: unknown key 'mode' in [resilience]; 'mode' "
-            "belongs in [resilience.inflight], [resilience.memory_guard] or "
-            "[resilience.protocol]");
+            "belongs in [resilience.inflight], [resilience.memory_guard], "
+            "[resilience.protocol] or [resilience.circuit_breaker]");
 }
 
 TEST(ConfigFrontResilience, TellsWhereAKeyWrittenInServerBelongs) {

@@ -189,6 +189,48 @@ TEST_F(Selecting, WithBreakersOffAnOpenCircuitIsIgnored) {
   EXPECT_TRUE(saw_zero);
 }
 
+TEST_F(Selecting, InShadowModeAnOpenBackendStillGetsAttemptsThatRecordTheirVerdicts) {
+  build(2);
+  policy_.breakers_shadow = true;
+  open(0);
+  bool saw_zero = false;
+  for (int i = 0; i < 4 && !saw_zero; ++i) {
+    Selection s = primary();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s.would_refuse, Reason::none) << "backend 1 is closed";
+    if (s.backend != 0) continue;
+    saw_zero = true;
+    ASSERT_TRUE(s.pass) << "a forced pass: the verdict still counts";
+    breaker(0).record(std::move(s.pass), CircuitVerdict::failure, clock_.now());
+  }
+  EXPECT_TRUE(saw_zero);
+  EXPECT_EQ(breaker(0).streak(), policy_.limits.failure_threshold + 1);
+}
+
+TEST_F(Selecting, InShadowModeEveryCircuitOpenIsAWouldRefuse) {
+  build(2);
+  policy_.breakers_shadow = true;
+  open(0);
+  open(1);
+  const Selection s = primary();
+  ASSERT_TRUE(s) << "shadow mode refuses nothing";
+  EXPECT_EQ(s.would_refuse, Reason::circuit_open);
+}
+
+TEST_F(Selecting, InShadowModeAHalfOpenBackendsProbeStillDecides) {
+  build(1);
+  policy_.breakers_shadow = true;
+  open(0);
+  clock_.advance(10s);
+  Selection probe = primary();
+  ASSERT_TRUE(probe.pass.probe());
+  Selection straggler = primary();  // no probe permit left: a forced pass, not a refusal
+  ASSERT_TRUE(straggler);
+  EXPECT_FALSE(straggler.pass.probe());
+  breaker(0).record(std::move(probe.pass), CircuitVerdict::success, clock_.now());
+  EXPECT_EQ(breaker(0).state(clock_.now()), CircuitState::closed);
+}
+
 TEST_F(Selecting, AHalfOpenBackendTakesOneProbeAtATime) {
   build(2);
   open(0);
