@@ -59,15 +59,21 @@ def unused_port(taken=()):
 
 
 # --- configurations ------------------------------------------------------------------------
+# Every proxy configuration takes `backend_port` as one port or a list of ports (a pool of
+# several backends, e.g. bench/retry_storm/).
 
-def _nginx_common(d, name, nofile):
+def _ports(backend_port):
+    return list(backend_port) if isinstance(backend_port, (list, tuple)) else [backend_port]
+
+
+def _nginx_common(d, name, nofile, error_level="warn"):
     temp = "\n".join(f"    {k}_temp_path {d}/{name}-temp/{k};"
                      for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     return f"""daemon off;
 master_process on;
 worker_processes 1;
 pid {d}/{name}.pid;
-error_log {d}/{name}-error.log warn;
+error_log {d}/{name}-error.log {error_level};
 worker_rlimit_nofile {nofile};
 events {{ worker_connections {nofile - 100}; }}
 http {{
@@ -90,7 +96,12 @@ def backend_config(d, port, nofile):
 """
 
 
-def nginx_proxy_config(d, port, backend_port, nofile, forward_headers):
+def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_params="",
+                       location_extra="", error_level="warn"):
+    """`server_params` follow each `server` of the upstream (e.g. "max_fails=3"); the lines of
+    `location_extra` go at the end of the location."""
+    params = f" {server_params}" if server_params else ""
+    servers = "".join(f"        server 127.0.0.1:{p}{params};\n" for p in _ports(backend_port))
     extra = ""
     if forward_headers:
         extra = """            proxy_set_header Host $http_host;
@@ -100,9 +111,9 @@ def nginx_proxy_config(d, port, backend_port, nofile, forward_headers):
             proxy_set_header Via "1.1 nginx";
             proxy_set_header X-Request-Id $request_id;
 """
-    return _nginx_common(d, "nginx", nofile) + f"""    upstream backend {{
-        server 127.0.0.1:{backend_port};
-        keepalive {KEEPALIVE};
+    extra += location_extra
+    return _nginx_common(d, "nginx", nofile, error_level) + f"""    upstream backend {{
+{servers}        keepalive {KEEPALIVE};
         keepalive_requests 1000000;
         keepalive_timeout {IDLE_TIMEOUT_S}s;
     }}
@@ -118,7 +129,8 @@ def nginx_proxy_config(d, port, backend_port, nofile, forward_headers):
 """
 
 
-def haproxy_config(port, backend_port, nofile, forward_headers):
+def haproxy_config(port, backend_port, nofile, forward_headers, backend_extra=""):
+    # `backend_extra`: lines for the backend section, before its servers.
     # maxconn must admit the idle-connection test; HAProxy reserves 2 fds per connection, so
     # with a low hard fd limit it would refuse to start: "no strict-limits" makes that a warning.
     maxconn = max(1000, nofile - 500)
@@ -152,8 +164,8 @@ frontend fe
 {extra}    default_backend be
 
 backend be
-    server s1 127.0.0.1:{backend_port} pool-max-conn {KEEPALIVE}
-"""
+{backend_extra}""" + "".join(f"    server s{i} 127.0.0.1:{p} pool-max-conn {KEEPALIVE}\n"
+                               for i, p in enumerate(_ports(backend_port), 1))
 
 
 def floodgate_config(port, admin_port, backend_port, pool_tables=""):
@@ -176,7 +188,7 @@ access_log = "off"
 
 [[upstreams]]
 name = "backend"
-servers = ["127.0.0.1:{backend_port}"]
+servers = [{", ".join(f'"127.0.0.1:{p}"' for p in _ports(backend_port))}]
 keepalive = {KEEPALIVE}
 keepalive_timeout = "{IDLE_TIMEOUT_S}s"
 {pool_tables}

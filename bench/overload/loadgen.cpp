@@ -30,8 +30,27 @@
 // errors, success and rejection latency p50/p99, plus ok_done (2xx responses completed in the
 // bucket, i.e. goodput by completion time). Times in the JSON are seconds from the start.
 //
+// Retrying clients (--client-retries N, for the retry-storm experiment in bench/retry_storm/):
+// a request that fails (a 5xx response, a timeout, or an error) is sent again at once, at most
+// N times; a 2xx or a 4xx ends it. Each send (the original or a retry) is a request in the
+// accounting above, with its own deadline (its send time + --timeout-ms), so the fields above
+// count sends; the JSON then also has, at the top, per phase and per bucket: `originals`
+// (original requests scheduled there), `originals_succeeded` (of those, the ones that
+// eventually got a 2xx), `retries_sent` (retries sent there) and the latency of the
+// originals that succeeded, from the original's scheduled time to the 2xx
+// (original_success_p50_ms / _p99_ms). `ok_done` is then goodput by completion time: every
+// original succeeds at most once. Retries continue after the last phase; their sends fall in
+// buckets past the last phase. Without --client-retries the output is as before.
+//
+// --start-at-ns NS starts the first phase at NS on CLOCK_MONOTONIC (default: 10 ms from now),
+// so that another process can line its own clock up with the buckets.
+//
+// --p999 adds success_p999_ms (the 99.9th percentile of the success latency) after
+// success_p99_ms in every phase and bucket (for the hedging benchmark, bench/hedging/).
+//
 // Single-threaded. Usage: loadgen --port P --phase 5s@800 [--phase ...] [--host 127.0.0.1]
 //   [--path /] [--timeout-ms 1000] [--poisson] [--seed N] [--bucket-ms 100] [--out FILE]
+//   [--client-retries N] [--start-at-ns NS] [--p999]
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -93,6 +112,10 @@ struct Options {
   std::uint64_t seed = 1;
   Nanos bucket = 100 * kNsPerMs;
   std::string out;
+  int client_retries = 0;
+  bool retries_set = false;  // --client-retries given: report the per-original fields
+  Nanos start_at = 0;        // 0: 10 ms from now
+  bool p999 = false;         // --p999: report success_p999_ms too
 };
 
 Nanos parse_duration(std::string_view s) {
@@ -131,6 +154,14 @@ Options parse_options(int argc, char** argv) {
       o.bucket = millis();
     } else if (a == "--out") {
       o.out = value();
+    } else if (a == "--client-retries") {
+      o.client_retries = std::atoi(value().c_str());
+      o.retries_set = true;
+      if (o.client_retries < 0 || o.client_retries > 100) fail("--client-retries wants 0..100");
+    } else if (a == "--p999") {
+      o.p999 = true;
+    } else if (a == "--start-at-ns") {
+      o.start_at = static_cast<Nanos>(std::strtoll(value().c_str(), nullptr, 10));
     } else if (a == "--phase") {
       std::string p = value();
       auto at = p.find('@');
@@ -341,6 +372,13 @@ struct Request {
   std::uint16_t phase = 0;
   Outcome outcome = Outcome::kPending;
   ErrorKind error = ErrorKind::kNone;
+  // --client-retries: the original request this send belongs to (itself for an original),
+  // which send of it this is (0 = the original), and, on the original, how it ended after
+  // all its sends (final, final_done).
+  std::int64_t origin = -1;
+  std::uint8_t attempt = 0;
+  Outcome final = Outcome::kPending;
+  Nanos final_done = -1;
 };
 
 enum class ConnState : std::uint8_t { kClosed, kConnecting, kSending, kWaiting, kIdle };
@@ -375,6 +413,8 @@ class LoadGen {
 
  private:
   void issue(std::int64_t idx, Nanos now);
+  void issue_retries(Nanos now);
+  std::uint16_t phase_at(Nanos t) const;
   bool next_arrival();
   void expire(Nanos now);
   void finish(std::int64_t idx, Outcome outcome, Nanos now, ErrorKind error = ErrorKind::kNone);
@@ -407,6 +447,7 @@ class LoadGen {
   std::vector<std::pair<int, std::uint64_t>> idle_;  // LIFO of keep-alive connections
   std::vector<Conn> conns_;
   Counters counters_;
+  std::vector<std::int64_t> retry_due_;  // failed sends to send again (--client-retries)
 };
 
 // Advances to the next scheduled arrival; false once the last phase is over.
@@ -453,6 +494,10 @@ void LoadGen::run() {
   counters_.lag_ms.reserve(reqs_.capacity());
 
   t0_ = now_ns() + 10 * kNsPerMs;
+  if (opt_.start_at != 0) {
+    if (opt_.start_at < now_ns()) fail("--start-at-ns is in the past");
+    t0_ = opt_.start_at;
+  }
   phase_start_ = t0_;
   generating_ = next_arrival();
   std::vector<epoll_event> events(1024);
@@ -460,10 +505,14 @@ void LoadGen::run() {
     Nanos now = now_ns();
     while (generating_ && next_sched_ <= now) {
       reqs_.push_back(Request{next_sched_, -1, -1, 0, static_cast<std::uint16_t>(phase_)});
+      reqs_.back().origin = static_cast<std::int64_t>(reqs_.size()) - 1;
       issue(static_cast<std::int64_t>(reqs_.size()) - 1, now);
       generating_ = next_arrival();
     }
     expire(now);
+    // After the arrivals due by `now` and with their send time `now`, so inflight_ stays in
+    // deadline order.
+    while (!retry_due_.empty()) issue_retries(now);
     if (!generating_ && inflight_.empty()) break;
     Nanos wake = inflight_.empty() ? INT64_MAX : reqs_[inflight_.front()].sched + opt_.timeout;
     if (generating_) wake = std::min(wake, next_sched_);
@@ -497,11 +546,37 @@ void LoadGen::arm_timer(Nanos when) {
   timerfd_settime(tfd_, TFD_TIMER_ABSTIME, &its, nullptr);
 }
 
+// The phase that time t falls in (the last one after the end).
+std::uint16_t LoadGen::phase_at(Nanos t) const {
+  Nanos end = t0_;
+  for (std::size_t i = 0; i < opt_.phases.size(); ++i) {
+    end += opt_.phases[i].duration;
+    if (t < end) return static_cast<std::uint16_t>(i);
+  }
+  return static_cast<std::uint16_t>(opt_.phases.size() - 1);
+}
+
+// Sends again, now, every failed send in retry_due_ (a send that fails at once, e.g. with no
+// local socket, is queued again for the caller's next round).
+void LoadGen::issue_retries(Nanos now) {
+  std::vector<std::int64_t> due;
+  due.swap(retry_due_);
+  for (std::int64_t failed : due) {
+    Request next{now, -1, -1, 0, phase_at(now)};
+    next.origin = reqs_[failed].origin;
+    next.attempt = static_cast<std::uint8_t>(reqs_[failed].attempt + 1);
+    reqs_.push_back(next);
+    issue(static_cast<std::int64_t>(reqs_.size()) - 1, now);
+  }
+}
+
 // Sends request idx on an idle keep-alive connection, or on a new one.
 void LoadGen::issue(std::int64_t idx, Nanos now) {
-  Nanos lag = now - reqs_[idx].sched;
-  counters_.max_lag = std::max(counters_.max_lag, lag);
-  counters_.lag_ms.push_back(static_cast<float>(lag) / kNsPerMs);
+  if (reqs_[idx].attempt == 0) {  // a retry is sent on time by construction
+    Nanos lag = now - reqs_[idx].sched;
+    counters_.max_lag = std::max(counters_.max_lag, lag);
+    counters_.lag_ms.push_back(static_cast<float>(lag) / kNsPerMs);
+  }
   inflight_.push_back(idx);
   while (!idle_.empty()) {
     auto [fd, gen] = idle_.back();
@@ -574,6 +649,17 @@ void LoadGen::finish(std::int64_t idx, Outcome outcome, Nanos now, ErrorKind err
   if (outcome == Outcome::kError) ++counters_.errors_by_kind[static_cast<int>(error)];
   if (r.fd >= 0 && conn(r.fd).req == idx) conn(r.fd).req = -1;
   r.fd = -1;
+  // --client-retries: a 5xx, a timeout or an error is sent again (by the main loop, not from
+  // here: this may run in the middle of a connection's event handling).
+  bool failed = outcome == Outcome::kTimedOut || outcome == Outcome::kError ||
+                (outcome == Outcome::kRejected && r.status >= 500);
+  if (failed && r.attempt < opt_.client_retries) {
+    retry_due_.push_back(idx);
+  } else {
+    Request& original = reqs_[r.origin];
+    original.final = outcome;
+    original.final_done = now;
+  }
 }
 
 void LoadGen::on_event(int fd, std::uint32_t events) {
@@ -649,8 +735,8 @@ void LoadGen::read_response(int fd) {
       if (n == 0 && c.parser.eof_completes() && c.req >= 0) {
         std::int64_t idx = c.req;
         int status = c.parser.status();
-        finish(idx, status / 100 == 2 ? Outcome::kSucceeded : Outcome::kRejected, now);
         reqs_[idx].status = static_cast<std::uint16_t>(status);
+        finish(idx, status / 100 == 2 ? Outcome::kSucceeded : Outcome::kRejected, now);
       } else if (c.req >= 0) {
         finish(c.req, Outcome::kError, now, ErrorKind::kReset);
       }
@@ -667,8 +753,8 @@ void LoadGen::read_response(int fd) {
     }
     std::int64_t idx = c.req;
     int status = c.parser.status();
-    finish(idx, status / 100 == 2 ? Outcome::kSucceeded : Outcome::kRejected, now);
     reqs_[idx].status = static_cast<std::uint16_t>(status);
+    finish(idx, status / 100 == 2 ? Outcome::kSucceeded : Outcome::kRejected, now);
     // A FIN that came with the response raised no edge of its own: look for it now, or
     // the next request would be sent on a connection the server has closed.
     if (c.parser.keep_alive() && extra == 0 &&
@@ -711,6 +797,27 @@ struct Tally {
   std::uint64_t sent = 0, succeeded = 0, rejected = 0, timed_out = 0, errors = 0, ok_done = 0;
   std::vector<float> ok_ms, rej_ms;
   std::map<int, std::uint64_t> statuses;
+  // --client-retries only
+  std::uint64_t originals = 0, originals_succeeded = 0, retries_sent = 0;
+  std::vector<float> original_ok_ms;
+
+  void add_original(const Request& r) {
+    ++originals;
+    if (r.final == Outcome::kSucceeded) {
+      ++originals_succeeded;
+      original_ok_ms.push_back(static_cast<float>(r.final_done - r.sched) / kNsPerMs);
+    }
+  }
+
+  void print_retries(std::FILE* out) {
+    std::fprintf(out,
+                 ", \"originals\": %" PRIu64 ", \"originals_succeeded\": %" PRIu64
+                 ", \"retries_sent\": %" PRIu64 ", ",
+                 originals, originals_succeeded, retries_sent);
+    print_ms(out, "original_success_p50_ms", percentile(original_ok_ms, 50));
+    std::fprintf(out, ", ");
+    print_ms(out, "original_success_p99_ms", percentile(original_ok_ms, 99));
+  }
 
   void add(const Request& r, double latency_ms) {
     ++sent;
@@ -735,7 +842,7 @@ struct Tally {
     if (r.status != 0) ++statuses[r.status];
   }
 
-  void print(std::FILE* out) {
+  void print(std::FILE* out, bool p999) {
     std::fprintf(out,
                  "\"sent\": %" PRIu64 ", \"succeeded\": %" PRIu64 ", \"rejected\": %" PRIu64
                  ", \"timed_out\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"ok_done\": %" PRIu64
@@ -745,6 +852,10 @@ struct Tally {
     std::fprintf(out, ", ");
     print_ms(out, "success_p99_ms", percentile(ok_ms, 99));
     std::fprintf(out, ", ");
+    if (p999) {
+      print_ms(out, "success_p999_ms", percentile(ok_ms, 99.9));
+      std::fprintf(out, ", ");
+    }
     print_ms(out, "success_max_ms",
              ok_ms.empty() ? NAN : *std::max_element(ok_ms.begin(), ok_ms.end()));
     std::fprintf(out, ", ");
@@ -766,12 +877,26 @@ void LoadGen::report(std::FILE* out) const {
   Nanos total = 0;
   for (const Phase& p : opt_.phases) total += p.duration;
   std::size_t nbuckets = static_cast<std::size_t>((total + opt_.bucket - 1) / opt_.bucket);
+  if (opt_.retries_set) {  // retries go on after the last phase: buckets for them too
+    for (const Request& r : reqs_)
+      nbuckets = std::max(nbuckets, static_cast<std::size_t>((r.sched - t0_) / opt_.bucket) + 1);
+  }
   std::vector<Tally> buckets(nbuckets);
+  Tally originals;
   for (const Request& r : reqs_) {
     double latency = static_cast<double>(r.done - r.sched) / kNsPerMs;
     phases[r.phase].add(r, latency);
     std::size_t b = std::min(nbuckets - 1, static_cast<std::size_t>((r.sched - t0_) / opt_.bucket));
     buckets[b].add(r, latency);
+    if (opt_.retries_set && r.attempt == 0) {
+      phases[r.phase].add_original(r);
+      buckets[b].add_original(r);
+      originals.add_original(r);
+    } else if (opt_.retries_set) {
+      ++phases[r.phase].retries_sent;
+      ++buckets[b].retries_sent;
+      ++originals.retries_sent;
+    }
     if (r.outcome == Outcome::kSucceeded) {
       std::size_t d = static_cast<std::size_t>((r.done - t0_) / opt_.bucket);
       if (d < nbuckets) ++buckets[d].ok_done;
@@ -806,13 +931,19 @@ void LoadGen::report(std::FILE* out) const {
   print_ms(out, "send_lag_p99_ms", percentile(lag, 99));
   std::fprintf(out, ", ");
   print_ms(out, "send_lag_max_ms", static_cast<double>(counters_.max_lag) / kNsPerMs);
+  if (opt_.start_at != 0) std::fprintf(out, ", \"start_at_ns\": %" PRId64, opt_.start_at);
+  if (opt_.retries_set) {
+    std::fprintf(out, ", \"client_retries\": %d", opt_.client_retries);
+    originals.print_retries(out);
+  }
   std::fprintf(out, ",\n\"phases\": [");
   Nanos start = 0;
   for (std::size_t i = 0; i < phases.size(); ++i) {
     std::fprintf(out, "%s\n {\"start_s\": %.3f, \"duration_s\": %.3f, \"rate\": %.3f, ",
                  i ? "," : "", static_cast<double>(start) / kNsPerSec,
                  static_cast<double>(opt_.phases[i].duration) / kNsPerSec, opt_.phases[i].rate);
-    phases[i].print(out);
+    phases[i].print(out, opt_.p999);
+    if (opt_.retries_set) phases[i].print_retries(out);
     std::fprintf(out, "}");
     start += opt_.phases[i].duration;
   }
@@ -820,7 +951,8 @@ void LoadGen::report(std::FILE* out) const {
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::fprintf(out, "%s\n {\"t_s\": %.3f, ", b ? "," : "",
                  static_cast<double>(b * opt_.bucket) / kNsPerSec);
-    buckets[b].print(out);
+    buckets[b].print(out, opt_.p999);
+    if (opt_.retries_set) buckets[b].print_retries(out);
     std::fprintf(out, "}");
   }
   std::fprintf(out, "]}\n");

@@ -150,8 +150,7 @@ backend be
 def nginx_config(args, d, port, backend_port):
     # targets' common frame, with the error log at `crit`: at overload nginx logs one
     # "no live upstreams" error per rejected request, which would cost it CPU and disk.
-    common = targets._nginx_common(d, "nginx", targets.nofile_hard())
-    common = common.replace("nginx-error.log warn;", "nginx-error.log crit;")
+    common = targets._nginx_common(d, "nginx", targets.nofile_hard(), error_level="crit")
     return common + f"""    upstream backend {{
         server 127.0.0.1:{backend_port} max_conns={args.workers};
         keepalive {args.workers};
@@ -193,15 +192,21 @@ retry_after = "{args.fg_retry_after}"
 def floodgate_unavailable(args):
     """Why the floodgate arm cannot run (None if it can): the binary must exist and
     `floodgate check` must accept the lab's [upstreams.resilience] table."""
-    if not os.access(args.floodgate, os.X_OK):
-        return f"{args.floodgate} not found"
+    return floodgate_check(args.floodgate, floodgate_config(
+        args, targets.unused_port(), targets.unused_port(), targets.unused_port()))
+
+
+def floodgate_check(binary, text):
+    """None if BINARY exists and `floodgate check` accepts the configuration TEXT, else why
+    not (its first lines). Warnings are accepted."""
+    if not os.access(binary, os.X_OK):
+        return f"{binary} not found"
     d = tempfile.mkdtemp(prefix="floodgate-overload-check-")
     try:
         path = os.path.join(d, "floodgate.toml")
         with open(path, "w") as f:
-            f.write(floodgate_config(args, targets.unused_port(), targets.unused_port(),
-                                     targets.unused_port()))
-        out = subprocess.run([args.floodgate, "check", "-c", path], capture_output=True,
+            f.write(text)
+        out = subprocess.run([binary, "check", "-c", path], capture_output=True,
                              text=True, timeout=30)
         if out.returncode != 0:
             lines = (out.stdout + out.stderr).strip().splitlines()
@@ -226,15 +231,18 @@ def build(args):
 
 
 class Lab(targets.Stack):
-    """One run's processes: slow_backend plus at most one proxy, in a fresh temporary
-    directory. Stack.stop() (run by `with`) stops them all, then stop() collects the
-    backend's exit counters."""
+    """One run's processes: slow_backend (one, or several with distinct names) plus at most
+    one proxy, in a fresh temporary directory. Stack.stop() (run by `with`) stops them all,
+    then stop() collects each backend's exit counters and calls collect() before the
+    directory is removed."""
 
     def __init__(self, args):
         super().__init__(floodgate_bin=args.floodgate, keep_dir=True)
         self.args = args
         self.keep = args.keep_dir
-        self.backend_counters = {}
+        self.backend_counters = {}   # of the backend named "backend"
+        self.counters_by_backend = {}
+        self.backends = []           # names of the backends started
 
     def _spawn(self, name, argv, port):
         log = f"{self.dir}/{name}.out"
@@ -245,25 +253,30 @@ class Lab(targets.Stack):
         self.targets[name] = target
         return target
 
+    probe_timeout_s = 1.0   # of each readiness GET (a subclass with slower backends raises it)
+
     def _wait_ready(self, target, argv, timeout=15.0):
         deadline = time.monotonic() + timeout
-        while not targets.http_get_ok(target.port):
+        while not targets.http_get_ok(target.port, self.probe_timeout_s):
             if target.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{target.name} did not start ({shlex.join(argv)}):\n"
                                    + targets.tail(target.log))
             time.sleep(0.05)
         target.refresh_pids()
 
-    def start_backend(self):
+    def start_backend(self, name="backend", extra=()):
+        """Starts slow_backend as NAME (its files are NAME.port and NAME.err in the run's
+        directory), with EXTRA arguments after the lab's."""
         a = self.args
         argv = [os.path.join(a.build_dir, "slow_backend"), "--port", "0",
-                "--workers", str(a.workers), "--service-ms", f"{a.service_ms:g}"]
-        port_file = f"{self.dir}/backend.port"
-        with open(port_file, "w") as port_out, open(f"{self.dir}/backend.err", "w") as err:
+                "--workers", str(a.workers), "--service-ms", f"{a.service_ms:g}"] + list(extra)
+        port_file = f"{self.dir}/{name}.port"
+        with open(port_file, "w") as port_out, open(f"{self.dir}/{name}.err", "w") as err:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=port_out,
                                     stderr=err, start_new_session=True)
-        target = targets.Target("backend", 0, proc, f"{self.dir}/backend.err")
-        self.targets["backend"] = target
+        target = targets.Target(name, 0, proc, f"{self.dir}/{name}.err")
+        self.targets[name] = target
+        self.backends.append(name)
         deadline = time.monotonic() + 10
         while target.port == 0:
             with open(port_file) as f:
@@ -313,17 +326,24 @@ class Lab(targets.Stack):
         return target
 
     def stop(self):
-        backend = self.targets.get("backend")
+        running = [n for n in self.backends if n in self.targets]
         super().stop()
-        if backend is not None:
+        for name in running:
             try:
-                with open(f"{self.dir}/backend.err") as f:
+                with open(f"{self.dir}/{name}.err") as f:
                     lines = [ln for ln in f.read().splitlines() if ln.startswith("{")]
-                self.backend_counters = json.loads(lines[-1]) if lines else {}
+                self.counters_by_backend[name] = json.loads(lines[-1]) if lines else {}
             except (OSError, ValueError):
-                self.backend_counters = {}
+                self.counters_by_backend[name] = {}
+        self.backend_counters = self.counters_by_backend.get("backend", {})
+        if running:
+            self.collect()
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def collect(self):
+        """Called once the processes have exited, before the run's directory is removed:
+        a subclass reads what they left there."""
 
 
 # --- one run --------------------------------------------------------------------------------
@@ -342,23 +362,16 @@ def run_one(args, arm, test):
             cmd += ["--phase", f"{seconds:g}s@{rate:g}"]
         if args.poisson:
             cmd += ["--poisson", "--seed", str(args.seed)]
-        cpu0 = (targets.cpu_seconds(proxy_pids), targets.cpu_seconds(backend_pids),
-                children_cpu(), compare.host_cpu(), time.monotonic())
+        cpu0 = cpu_snapshot(proxy_pids, backend_pids)
         total = sum(s for s, _ in test["phases"])
         done = subprocess.run(cmd, capture_output=True, text=True,
                               timeout=total + args.timeout_ms / 1000 + 60)
-        cpu1 = (targets.cpu_seconds(proxy_pids), targets.cpu_seconds(backend_pids),
-                children_cpu(), compare.host_cpu(), time.monotonic())
+        cpu1 = cpu_snapshot(proxy_pids, backend_pids)
         if done.returncode != 0:
             raise RuntimeError(f"{shlex.join(cmd)} failed:\n{done.stdout}{done.stderr}")
         with open(out) as f:
             result = json.load(f)
-    wall = cpu1[4] - cpu0[4]
-    proxy, back, gen = (cpu1[i] - cpu0[i] for i in range(3))
-    busy = (cpu1[3][0] - cpu0[3][0]) / targets.CLK_TCK
-    result["cpu"] = {"proxy_pct": 100 * proxy / wall if proxy_pids else None,
-                     "backend_pct": 100 * back / wall, "loadgen_pct": 100 * gen / wall,
-                     "others_cpus": max(busy - proxy - back - gen, 0.0) / wall}
+    result["cpu"] = cpu_usage(cpu0, cpu1, bool(proxy_pids))
     result["backend_counters"] = lab.backend_counters
     return result
 
@@ -366,6 +379,24 @@ def run_one(args, arm, test):
 def children_cpu():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_snapshot(proxy_pids, backend_pids):
+    """CPU seconds so far of the proxy, the backends and the finished children (loadgen),
+    the host's busy jiffies, and the time: two of these make a cpu_usage()."""
+    return (targets.cpu_seconds(proxy_pids), targets.cpu_seconds(backend_pids),
+            children_cpu(), compare.host_cpu(), time.monotonic())
+
+
+def cpu_usage(cpu0, cpu1, has_proxy):
+    """CPU used between two cpu_snapshot()s: % of one CPU for the proxy, the backends and
+    loadgen, and the CPUs kept busy by everything else on the host (others_cpus)."""
+    wall = cpu1[4] - cpu0[4]
+    proxy, back, gen = (cpu1[i] - cpu0[i] for i in range(3))
+    busy = (cpu1[3][0] - cpu0[3][0]) / targets.CLK_TCK
+    return {"proxy_pct": 100 * proxy / wall if has_proxy else None,
+            "backend_pct": 100 * back / wall, "loadgen_pct": 100 * gen / wall,
+            "others_cpus": max(busy - proxy - back - gen, 0.0) / wall}
 
 
 # --- tests and figures ----------------------------------------------------------------------

@@ -21,7 +21,19 @@
 // request bodies (skipped), "Connection: close" and HTTP/1.0 honoured. Chunked request bodies
 // are answered 501 and the connection is closed (the lab only sends GETs).
 //
+// Capacity at runtime (the retry-storm experiment, bench/retry_storm/): SIGUSR1 switches to
+// --degraded-workers slots (default W / 2), SIGUSR2 back to W. Requests already running keep
+// their slot until they finish; a slot above the new count is retired when it frees, and a
+// slot added later is free from the moment of the signal.
+//
+// Per-bucket counts (--stats-out FILE): every request received, started and completed (with
+// or without its client still there), the longest queue and the queue wait, per
+// --stats-bucket-ms (default 100) of CLOCK_MONOTONIC, with buckets aligned to multiples of the
+// bucket length since the clock's origin (so another process's buckets on the same clock line
+// up), written to FILE as one JSON object on exit. See write_stats() for the format.
+//
 // Usage: slow_backend [--port P] [--workers W] [--service-ms S] [--body-bytes N]
+//   [--degraded-workers N] [--stats-out FILE] [--stats-bucket-ms MS]
 // Prints the bound port on the first line of stdout (so --port 0 works), then runs until
 // SIGTERM/SIGINT, when it prints counters as one JSON line on stderr and exits 0.
 // Single-threaded; one epoll loop.
@@ -33,12 +45,14 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +90,9 @@ struct Options {
   int workers = 16;
   double service_ms = 10.0;
   std::size_t body_bytes = 13;
+  int degraded_workers = 0;  // 0: W / 2 (at least 1)
+  std::string stats_out;     // empty: no per-bucket counts
+  double stats_bucket_ms = 100.0;
 };
 
 Options parse_options(int argc, char** argv) {
@@ -97,14 +114,23 @@ Options parse_options(int argc, char** argv) {
       o.service_ms = std::atof(value());
     else if (a == "--body-bytes")
       o.body_bytes = std::strtoul(value(), nullptr, 10);
+    else if (a == "--degraded-workers")
+      o.degraded_workers = std::atoi(value());
+    else if (a == "--stats-out")
+      o.stats_out = value();
+    else if (a == "--stats-bucket-ms")
+      o.stats_bucket_ms = std::atof(value());
     else {
       std::fprintf(stderr,
                    "usage: slow_backend [--port P] [--workers W] [--service-ms S] "
-                   "[--body-bytes N]\n");
+                   "[--body-bytes N] [--degraded-workers N] [--stats-out FILE] "
+                   "[--stats-bucket-ms MS]\n");
       std::exit(2);
     }
   }
-  if (o.workers < 1 || o.service_ms < 0 || o.port < 0 || o.port > 65535) {
+  if (o.degraded_workers == 0) o.degraded_workers = std::max(1, o.workers / 2);
+  if (o.workers < 1 || o.service_ms < 0 || o.port < 0 || o.port > 65535 || o.degraded_workers < 1 ||
+      !(o.stats_bucket_ms >= 1)) {
     std::fprintf(stderr, "slow_backend: invalid options\n");
     std::exit(2);
   }
@@ -157,6 +183,14 @@ struct Job {
   Nanos arrival;
 };
 
+// Counts of one stats bucket (--stats-out). Each event is counted at the time it happens in
+// the model: arrival when parsed, start and completion at their scheduled times.
+struct Bucket {
+  std::uint64_t received = 0, started = 0, responded = 0, discarded = 0;
+  std::size_t queued_max = 0;        // longest FIFO (waiting, not running) seen in the bucket
+  Nanos wait_sum = 0, wait_max = 0;  // queue wait of the requests started in the bucket
+};
+
 struct Running {
   Nanos deadline;
   std::uint64_t order;  // global start order: tie-break for equal deadlines
@@ -169,7 +203,11 @@ struct Running {
 class Server {
  public:
   explicit Server(const Options& o)
-      : opt_(o), service_(static_cast<Nanos>(o.service_ms * 1e6)), free_since_(o.workers, 0) {
+      : opt_(o),
+        service_(static_cast<Nanos>(o.service_ms * 1e6)),
+        free_since_(o.workers, 0),
+        bucket_(static_cast<Nanos>(o.stats_bucket_ms * 1e6)),
+        first_bucket_(now_ns() / bucket_) {
     std::string body(o.body_bytes, 'x');
     if (!body.empty()) body.back() = '\n';
     ok_response_ = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
@@ -183,6 +221,7 @@ class Server {
   int listen_and_print_port();
   void run();
   void print_counters() const;
+  void write_stats() const;
 
  private:
   void on_accept();
@@ -196,10 +235,13 @@ class Server {
   void flush(int fd);
   void close_conn(int fd);
   void set_out_interest(int fd, bool want);
+  void on_signalfd();
+  void set_workers(int workers, Nanos now);
+  Bucket* stats(Nanos t);
 
   Options opt_;
   Nanos service_;
-  int ep_ = -1, lfd_ = -1, tfd_ = -1;
+  int ep_ = -1, lfd_ = -1, tfd_ = -1, sfd_ = -1;
   std::vector<Conn> conns_;
   std::uint64_t next_gen_ = 1;
   std::deque<Job> waiting_;  // unbounded FIFO
@@ -212,7 +254,54 @@ class Server {
   // counters
   std::uint64_t accepted_ = 0, requests_ = 0, responded_ = 0, discarded_ = 0;
   std::size_t max_waiting_ = 0;
+
+  // capacity at runtime (SIGUSR1 / SIGUSR2)
+  int retiring_ = 0;  // busy slots to remove when they free
+  std::vector<std::pair<Nanos, int>> capacity_changes_;
+
+  // per-bucket counts (--stats-out)
+  Nanos bucket_;
+  std::int64_t first_bucket_;  // index of buckets_[0] on CLOCK_MONOTONIC / bucket_
+  std::vector<Bucket> buckets_;
 };
+
+Bucket* Server::stats(Nanos t) {
+  if (opt_.stats_out.empty()) return nullptr;
+  std::int64_t i = t / bucket_ - first_bucket_;
+  if (i < 0) i = 0;  // not possible: every event is after the start
+  if (static_cast<std::size_t>(i) >= buckets_.size()) buckets_.resize(i + 64);
+  return &buckets_[i];
+}
+
+// The number of slots becomes `workers`: free slots are removed at once, busy ones when their
+// request finishes (retiring_); new slots are free from `now`.
+void Server::set_workers(int workers, Nanos now) {
+  int current = static_cast<int>(free_since_.size() + running_.size()) - retiring_;
+  if (workers < current) {
+    int remove = current - workers;
+    while (remove > 0 && !free_since_.empty()) {
+      free_since_.pop_back();
+      --remove;
+    }
+    retiring_ += remove;
+  } else if (workers > current) {
+    int add = workers - current;
+    int keep = std::min(add, retiring_);  // slots about to be retired stay instead
+    retiring_ -= keep;
+    for (add -= keep; add > 0; --add) free_since_.push_back(now);
+  }
+  capacity_changes_.emplace_back(now, workers);
+}
+
+void Server::on_signalfd() {
+  signalfd_siginfo info{};
+  while (read(sfd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    Nanos now = now_ns();
+    complete_due(now);  // requests due before the switch finish with the old capacity
+    if (info.ssi_signo == SIGUSR1) set_workers(opt_.degraded_workers, now);
+    if (info.ssi_signo == SIGUSR2) set_workers(opt_.workers, now);
+  }
+}
 
 int Server::listen_and_print_port() {
   lfd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -239,6 +328,17 @@ int Server::listen_and_print_port() {
   epoll_ctl(ep_, EPOLL_CTL_ADD, lfd_, &ev);
   ev.data.fd = tfd_;
   epoll_ctl(ep_, EPOLL_CTL_ADD, tfd_, &ev);
+
+  // SIGUSR1 / SIGUSR2 change the capacity; read from a signalfd, so a signal that arrives
+  // while the loop is busy is not lost. (main() blocks them.)
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGUSR1);
+  sigaddset(&mask, SIGUSR2);
+  sfd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd_ < 0) die("signalfd");
+  ev.data.fd = sfd_;
+  epoll_ctl(ep_, EPOLL_CTL_ADD, sfd_, &ev);
   return ntohs(addr.sin_port);
 }
 
@@ -260,6 +360,8 @@ void Server::run() {
       } else if (fd == tfd_) {
         std::uint64_t expirations;
         [[maybe_unused]] auto r = read(tfd_, &expirations, sizeof expirations);
+      } else if (fd == sfd_) {
+        on_signalfd();
       } else {
         if (e & EPOLLOUT) on_writable(fd);
         if (e & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(fd);
@@ -374,6 +476,10 @@ bool Server::parse_requests(int fd) {
     waiting_.push_back(job);
     ++requests_;
     if (waiting_.size() > max_waiting_) max_waiting_ = waiting_.size();
+    if (Bucket* b = stats(job.arrival)) {
+      ++b->received;
+      b->queued_max = std::max(b->queued_max, waiting_.size());
+    }
     if (close) {
       c.close_after = true;
       c.close_seq = job.seq;
@@ -401,6 +507,11 @@ void Server::start_waiting() {
     free_since_.pop_back();
     Nanos start = std::max(since, job.arrival);
     running_.push(Running{start + service_, start_order_++, job});
+    if (Bucket* b = stats(start)) {
+      ++b->started;
+      b->wait_sum += start - job.arrival;
+      b->wait_max = std::max(b->wait_max, start - job.arrival);
+    }
   }
 }
 
@@ -414,15 +525,21 @@ void Server::complete_due(Nanos now) {
     if (running_.empty() || running_.top().deadline > now) return;
     Running r = running_.top();
     running_.pop();
-    free_since_.push_back(r.deadline);
+    if (retiring_ > 0)
+      --retiring_;  // the capacity was lowered while this slot was busy
+    else
+      free_since_.push_back(r.deadline);
+    Bucket* b = stats(r.deadline);
     Conn* c = static_cast<std::size_t>(r.job.fd) < conns_.size() ? &conns_[r.job.fd] : nullptr;
     if (c == nullptr || !c->open || c->gen != r.job.gen) {
       ++discarded_;
+      if (b != nullptr) ++b->discarded;
       continue;
     }
     c->out += r.job.close ? ok_close_response_ : ok_response_;
     c->done_seq = r.job.seq + 1;
     ++responded_;
+    if (b != nullptr) ++b->responded;
     flush(r.job.fd);
   }
 }
@@ -494,6 +611,64 @@ void Server::print_counters() const {
       waiting_.size() + running_.size(), max_waiting_);
 }
 
+// --stats-out: one JSON object with one array per count, element i for the bucket that starts
+// at t0_s + i * bucket_ms (t0_s in seconds of CLOCK_MONOTONIC, a multiple of the bucket):
+//   received    requests parsed (each attempt of a proxy counts)
+//   started     requests that took a slot
+//   responded   requests finished whose connection was still open (response written)
+//   discarded   requests finished after their connection had closed (wasted work)
+//   queued_max  longest FIFO of waiting requests
+//   wait_mean_ms, wait_max_ms  queue wait of the requests started in the bucket
+// and capacity_changes: [{"t_s", "workers"}] for every SIGUSR1 / SIGUSR2.
+void Server::write_stats() const {
+  if (opt_.stats_out.empty()) return;
+  std::FILE* f = std::fopen(opt_.stats_out.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "slow_backend: cannot write %s\n", opt_.stats_out.c_str());
+    return;
+  }
+  std::size_t n = buckets_.size();
+  while (n > 0 && buckets_[n - 1].received == 0 && buckets_[n - 1].started == 0 &&
+         buckets_[n - 1].responded == 0 && buckets_[n - 1].discarded == 0)
+    --n;
+  auto series = [&](const char* key, auto get, bool last = false) {
+    std::fprintf(f, "\"%s\": [", key);
+    for (std::size_t i = 0; i < n; ++i) {
+      double v = get(buckets_[i]);
+      if (v == std::floor(v))
+        std::fprintf(f, "%s%.0f", i ? "," : "", v);
+      else
+        std::fprintf(f, "%s%.3f", i ? "," : "", v);
+    }
+    std::fprintf(f, "]%s\n", last ? "" : ",");
+  };
+  std::fprintf(f, "{\"clock\": \"CLOCK_MONOTONIC\", \"bucket_ms\": %.3f, \"t0_s\": %.6f,\n",
+               static_cast<double>(bucket_) / 1e6,
+               static_cast<double>(first_bucket_ * bucket_) / 1e9);
+  std::fprintf(f, "\"workers\": %d, \"degraded_workers\": %d, \"service_ms\": %.3f,\n",
+               opt_.workers, opt_.degraded_workers, opt_.service_ms);
+  std::fprintf(f, "\"capacity_changes\": [");
+  for (std::size_t i = 0; i < capacity_changes_.size(); ++i)
+    std::fprintf(f, "%s{\"t_s\": %.6f, \"workers\": %d}", i ? ", " : "",
+                 static_cast<double>(capacity_changes_[i].first) / 1e9,
+                 capacity_changes_[i].second);
+  std::fprintf(f, "],\n");
+  series("received", [](const Bucket& b) { return static_cast<double>(b.received); });
+  series("started", [](const Bucket& b) { return static_cast<double>(b.started); });
+  series("responded", [](const Bucket& b) { return static_cast<double>(b.responded); });
+  series("discarded", [](const Bucket& b) { return static_cast<double>(b.discarded); });
+  series("queued_max", [](const Bucket& b) { return static_cast<double>(b.queued_max); });
+  series("wait_mean_ms", [](const Bucket& b) {
+    return b.started ? std::round(static_cast<double>(b.wait_sum) / b.started / 1e3) / 1e3 : 0.0;
+  });
+  series(
+      "wait_max_ms",
+      [](const Bucket& b) { return std::round(static_cast<double>(b.wait_max) / 1e3) / 1e3; },
+      true);
+  std::fprintf(f, "}\n");
+  std::fclose(f);
+}
+
 void raise_nofile() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -513,9 +688,15 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  sigset_t capacity_signals;  // read from the server's signalfd
+  sigemptyset(&capacity_signals);
+  sigaddset(&capacity_signals, SIGUSR1);
+  sigaddset(&capacity_signals, SIGUSR2);
+  sigprocmask(SIG_BLOCK, &capacity_signals, nullptr);
   Server server(opt);
   server.listen_and_print_port();
   server.run();
   server.print_counters();
+  server.write_stats();
   return 0;
 }
