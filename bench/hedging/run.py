@@ -95,19 +95,9 @@ def parse_args():
     p.add_argument("--sample-s", type=float, default=1.0,
                    help="floodgate /metrics sampling period during the measured phase")
     p.add_argument("--bucket-ms", type=float, default=100.0, help="time bucket")
-    p.add_argument("--floodgate", default=os.path.join(REPO, "build-bench", "floodgate"),
-                   help="floodgate binary")
-    p.add_argument("--build-dir", default=os.path.join(REPO, "build-lab"),
-                   help="where slow_backend and loadgen are compiled")
-    p.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++20 compiler")
-    p.add_argument("--results-dir", default=os.path.join(BENCH, "results"))
-    p.add_argument("--keep-dir", action="store_true",
-                   help="keep each run's temporary directory (configs, logs, raw files)")
+    lab.add_lab_options(p, "configs, logs, raw files")
     args = p.parse_args()
-    args.arms = [a for a in args.arms.split(",") if a]
-    unknown = set(args.arms) - set(ARMS)
-    if unknown:
-        p.error(f"unknown arms: {', '.join(sorted(unknown))}")
+    lab.check_arms(p, args, ARMS)
     # The lab starts every backend with --workers / --service-ms: the fast ones' values (the
     # slow one's override them).
     args.workers, args.service_ms = args.fast_workers, args.fast_ms
@@ -527,19 +517,7 @@ def main():
                   file=sys.stderr, flush=True)
     text = report(args, runs, args.arms, skipped)
     print(text)
-    os.makedirs(args.results_dir, exist_ok=True)
-    stem = os.path.join(args.results_dir, time.strftime("hedging-%Y%m%d-%H%M%S"))
-    command = shlex.join([sys.executable] + sys.argv)
-    with open(stem + ".txt", "w") as f:
-        f.write("# " + command + "\n")
-        f.write("# " + json.dumps(vars(args)) + "\n")
-        f.write("".join(f"# {line}\n" for line in compare.versions(args)) + "\n")
-        f.write(text + "\n")
-    with open(stem + ".json", "w") as f:
-        json.dump({"command": command, "settings": vars(args), "versions": compare.versions(args),
-                   "skipped": skipped, "runs": [storm.raw(r) for r in runs]}, f,
-                  separators=(",", ":"))
-        f.write("\n")
+    stem = storm.write_results(args, "hedging", text, runs, skipped)
     print(f"\nresults: {stem}.txt, raw data: {stem}.json")
 
 

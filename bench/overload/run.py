@@ -48,6 +48,27 @@ ARMS = ("direct", "haproxy", "nginx", "floodgate", "floodgate-cap")
 
 # --- options --------------------------------------------------------------------------------
 
+def add_lab_options(p, kept):
+    """The options every script built on this lab shares: the binaries, where they are built
+    and where the results go. `kept` says what --keep-dir keeps."""
+    p.add_argument("--floodgate", default=os.path.join(REPO, "build-bench", "floodgate"),
+                   help="floodgate binary")
+    p.add_argument("--build-dir", default=os.path.join(REPO, "build-lab"),
+                   help="where slow_backend and loadgen are compiled")
+    p.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++20 compiler")
+    p.add_argument("--results-dir", default=os.path.join(BENCH, "results"))
+    p.add_argument("--keep-dir", action="store_true",
+                   help=f"keep each run's temporary directory ({kept})")
+
+
+def check_arms(p, args, arms):
+    """--arms as a list, every name one of `arms` (else a usage error)."""
+    args.arms = [a for a in args.arms.split(",") if a]
+    unknown = set(args.arms) - set(arms)
+    if unknown:
+        p.error(f"unknown arms: {', '.join(sorted(unknown))}")
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -84,19 +105,9 @@ def parse_args():
     p.add_argument("--fg-pending-timeout-ms", type=float, default=None,
                    help="floodgate pending_timeout in ms (default: the service time)")
     p.add_argument("--fg-retry-after", default="1s", help="floodgate retry_after")
-    p.add_argument("--floodgate", default=os.path.join(REPO, "build-bench", "floodgate"),
-                   help="floodgate binary")
-    p.add_argument("--build-dir", default=os.path.join(REPO, "build-lab"),
-                   help="where slow_backend and loadgen are compiled")
-    p.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++20 compiler")
-    p.add_argument("--results-dir", default=os.path.join(BENCH, "results"))
-    p.add_argument("--keep-dir", action="store_true",
-                   help="keep each run's temporary directory (configs, logs, loadgen JSON)")
+    add_lab_options(p, "configs, logs, loadgen JSON")
     args = p.parse_args()
-    args.arms = [a for a in args.arms.split(",") if a]
-    unknown = set(args.arms) - set(ARMS)
-    if unknown:
-        p.error(f"unknown arms: {', '.join(sorted(unknown))}")
+    check_arms(p, args, ARMS)
     args.levels = [float(x) for x in args.levels.split(",") if x]
     args.burst = [float(x) for x in args.burst.split(",") if x]
     if args.burst and len(args.burst) != 3:

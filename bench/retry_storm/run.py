@@ -106,19 +106,9 @@ def parse_args():
     p.add_argument("--recovery-hold", type=float, default=3.0,
                    help="... in consecutive windows for this many seconds")
     p.add_argument("--timeline-step", type=float, default=2.0, help="timeline rows, s")
-    p.add_argument("--floodgate", default=os.path.join(REPO, "build-bench", "floodgate"),
-                   help="floodgate binary")
-    p.add_argument("--build-dir", default=os.path.join(REPO, "build-lab"),
-                   help="where slow_backend and loadgen are compiled")
-    p.add_argument("--cxx", default=os.environ.get("CXX", "g++"), help="C++20 compiler")
-    p.add_argument("--results-dir", default=os.path.join(BENCH, "results"))
-    p.add_argument("--keep-dir", action="store_true",
-                   help="keep each run's temporary directory (configs, logs, raw files)")
+    lab.add_lab_options(p, "configs, logs, raw files")
     args = p.parse_args()
-    args.arms = [a for a in args.arms.split(",") if a]
-    unknown = set(args.arms) - set(ARMS)
-    if unknown:
-        p.error(f"unknown arms: {', '.join(sorted(unknown))}")
+    lab.check_arms(p, args, ARMS)
     if args.degraded_workers is None:
         args.degraded_workers = max(1, args.workers // 2)
     args.capacity = args.backends * args.workers * 1000.0 / args.service_ms
@@ -642,8 +632,15 @@ def main():
                   file=sys.stderr, flush=True)
     text = report(args, runs, args.arms, skipped)
     print(text)
+    stem = write_results(args, "retry-storm", text, runs, skipped)
+    print(f"\nresults: {stem}.txt, raw per-bucket data: {stem}.json")
+
+
+def write_results(args, prefix, text, runs, skipped):
+    """The report as bench/results/PREFIX-<time>.txt (with the command, settings and versions)
+    and every run's raw data (raw()) beside it as .json; returns the path without extension."""
     os.makedirs(args.results_dir, exist_ok=True)
-    stem = os.path.join(args.results_dir, time.strftime("retry-storm-%Y%m%d-%H%M%S"))
+    stem = os.path.join(args.results_dir, time.strftime(prefix + "-%Y%m%d-%H%M%S"))
     command = shlex.join([sys.executable] + sys.argv)
     with open(stem + ".txt", "w") as f:
         f.write("# " + command + "\n")
@@ -655,7 +652,7 @@ def main():
                    "skipped": skipped, "runs": [raw(r) for r in runs]}, f,
                   separators=(",", ":"))
         f.write("\n")
-    print(f"\nresults: {stem}.txt, raw per-bucket data: {stem}.json")
+    return stem
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 #include "pool_metrics.h"
 
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace floodgate::app {
 namespace {
@@ -12,6 +15,23 @@ uint64_t sum(Shards shards, Get get) {
   uint64_t total = 0;
   for (const ReactorMetrics* shard : shards) total += get(*shard);
   return total;
+}
+
+// A counter family with one series per pool and value of `key` (`values`), summed over the
+// reactors' shards; get(shard, pool id, value index).
+template <class Get, std::size_t N>
+void labelled_counter(PrometheusWriter& w,
+                      const std::vector<std::shared_ptr<proxy::Upstream>>& pools, Shards shards,
+                      std::string_view name, std::string_view help, std::string_view key,
+                      const std::array<std::string_view, N>& values, Get get) {
+  w.header(name, help, MetricType::counter);
+  for (const auto& up : pools) {
+    for (std::size_t v = 0; v < N; ++v) {
+      const Label labels[] = {{"upstream", up->params.name}, {key, values[v]}};
+      w.sample(name, labels,
+               sum(shards, [&](const ReactorMetrics& m) { return get(m, up->id, v); }));
+    }
+  }
 }
 
 }  // namespace
@@ -169,19 +189,12 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
              }));
   }
 
-  constexpr std::string_view kRetries = "floodgate_retries_total";
-  w.header(kRetries,
-           "Failed attempts floodgate retried on another backend, by outcome: sent, then "
-           "succeeded or failed; or not sent: denied_budget, no_alternate.",
-           MetricType::counter);
-  for (const auto& up : pools) {
-    for (std::size_t r = 0; r < kRetryResultLabels.size(); ++r) {
-      const Label labels[] = {{"upstream", up->params.name}, {"outcome", kRetryResultLabels[r]}};
-      w.sample(kRetries, labels, sum(shards, [&](const ReactorMetrics& m) {
-                 return m.retries(up->id, static_cast<RetryResult>(r)).value();
-               }));
-    }
-  }
+  labelled_counter(w, pools, shards, "floodgate_retries_total",
+                   "Failed attempts floodgate retried on another backend, by outcome: sent, then "
+                   "succeeded or failed; or not sent: denied_budget, no_alternate.",
+                   "outcome", kRetryResultLabels, [](const ReactorMetrics& m, uint32_t id, auto r) {
+                     return m.retries(id, static_cast<RetryResult>(r)).value();
+                   });
   constexpr std::string_view kRemaining = "floodgate_retry_budget_remaining";
   w.header(kRemaining,
            "Retries the budget admits now: upstream=\"\" is the global budget, each pool its own "
@@ -197,19 +210,12 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
     w.sample(kRemaining, labels, up->retry_budget->remaining(now));
   }
 
-  constexpr std::string_view kHedges = "floodgate_hedges_total";
-  w.header(kHedges,
-           "Hedged requests (resilience.hedging), by result: sent; won_by_hedge or "
-           "won_by_primary; cancelled (the losing attempt, closed).",
-           MetricType::counter);
-  for (const auto& up : pools) {
-    for (std::size_t r = 0; r < kHedgeResultLabels.size(); ++r) {
-      const Label labels[] = {{"upstream", up->params.name}, {"result", kHedgeResultLabels[r]}};
-      w.sample(kHedges, labels, sum(shards, [&](const ReactorMetrics& m) {
-                 return m.hedges(up->id, static_cast<HedgeResult>(r)).value();
-               }));
-    }
-  }
+  labelled_counter(w, pools, shards, "floodgate_hedges_total",
+                   "Hedged requests (resilience.hedging), by result: sent; won_by_hedge or "
+                   "won_by_primary; cancelled (the losing attempt, closed).",
+                   "result", kHedgeResultLabels, [](const ReactorMetrics& m, uint32_t id, auto r) {
+                     return m.hedges(id, static_cast<HedgeResult>(r)).value();
+                   });
 }
 
 }  // namespace floodgate::app
