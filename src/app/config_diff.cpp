@@ -112,6 +112,12 @@ json::object config_diff(const config::Config& active, const config::Config& nex
   }
   if (was.retry_budget != will.retry_budget) resilience_changed.emplace_back("retry_budget");
   if (was.hedging != will.hedging) resilience_changed.emplace_back("hedging");
+  if (was.adaptive_admission != will.adaptive_admission) {
+    resilience_changed.emplace_back("adaptive_admission");
+  }
+  if (was.brownout != will.brownout) resilience_changed.emplace_back("brownout");
+  if (was.route_queue != will.route_queue) resilience_changed.emplace_back("route_queue");
+  if (was.watchdog != will.watchdog) resilience_changed.emplace_back("watchdog");
   // A sub-table no one listed here yet: reported rather than missed.
   if (resilience_changed.empty() && was != will) resilience_changed.emplace_back("other");
   json::array tables_changed;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -20,10 +19,6 @@ constexpr std::array<Choice<WhenAllOpen>, 2> kWhenAllOpen{{
     {"least_recently_failed", WhenAllOpen::least_recently_failed},
 }};
 
-// The bound of a breaker's streak and probe counts: far above any useful value, yet a bound,
-// so that the counters of the runtime can never overflow.
-constexpr int64_t kMaxCount = 1'000'000;
-
 // "a", "a and b", "a, b and c"
 std::string listing(const std::vector<std::string>& items) {
   std::string out;
@@ -34,32 +29,6 @@ std::string listing(const std::vector<std::string>& items) {
     out += items[i];
   }
   return out;
-}
-
-// `name` as a TOML key: bare when it can be, quoted when it cannot (an upstream name may hold a
-// '.', which a bare key would read as a dotted key).
-std::string toml_key(std::string_view name) {
-  const auto bare = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-  };
-  return !name.empty() && std::all_of(name.begin(), name.end(), bare) ? std::string(name)
-                                                                      : quoted(name);
-}
-
-bool defined(const UpstreamRefs& u, std::string_view name) {
-  return std::find(u.names.begin(), u.names.end(), name) != u.names.end();
-}
-
-// The message for a name in `key` that no [[upstreams]] entry has.
-std::string undefined_upstream(std::string_view key, std::string_view name, const UpstreamRefs& u) {
-  std::string message = "upstream '" + std::string(name) + "' is not defined";
-  if (const auto match = closest_match(name, u.names); !match.empty()) {
-    message += " (did you mean '" + std::string(match) + "'?)";
-  }
-  return message + "; " + std::string(key) +
-         " takes the names of [[upstreams]] entries: fix the name, or define [[upstreams]] " +
-         "name = " + quoted(name);
 }
 
 // --- [resilience.circuit_breaker] -------------------------------------------------------------
@@ -117,109 +86,7 @@ bool read_failure_statuses(TableReader& r, std::vector<uint16_t>& out) {
   return ok;
 }
 
-// --- [resilience.retry_budget] ----------------------------------------------------------------
-
-// An unquoted key with dots (`api.v2 = 20`) is a chain of tables of one key each: the name it
-// spells ("api.v2") and the value at its end; `name` and `value` themselves for any other entry.
-struct Dotted {
-  std::string name;
-  const toml::node* value;
-};
-Dotted follow_dots(const std::string& name, const toml::node& value) {
-  Dotted d{name, &value};
-  while (const toml::table* t = d.value->as_table()) {
-    if (t->size() != 1) {
-      return {name, &value};
-    }
-    d.name += "." + std::string(t->begin()->first.str());
-    d.value = &t->begin()->second;
-  }
-  return d;
-}
-
-// A table of upstream names to percentages, 0..100; assigned only when every entry is valid.
-// An undefined name is reported at its key, a bad percentage at its value.
-bool read_route_ratios(TableReader& r, std::map<std::string, uint32_t, std::less<>>& out,
-                       const UpstreamRefs& u) {
-  constexpr std::string_view kKey = "per_route_ratio_percent";
-  const toml::node* n = r.find(kKey);
-  if (!n) {
-    return true;
-  }
-  const toml::table* t = n->as_table();
-  if (!t) {
-    type_error(r.out(), r.position(kKey), r.path(kKey), "a table of upstream names and percentages",
-               *n, std::string(kKey) + " = { app = 20 }");
-    return false;
-  }
-  std::map<std::string, uint32_t, std::less<>> ratios;
-  bool ok = true;
-  for (auto&& [key, value] : *t) {
-    const std::string name(key.str());
-    const std::string path = r.path(kKey) + "." + toml_key(name);
-    if (const Dotted d = follow_dots(name, value); d.name != name && defined(u, d.name)) {
-      const auto* percent = d.value->as_integer();
-      r.out().error(position_of(key.source()), path,
-                    "upstream names with a '.' must be quoted: unquoted, " + quoted(d.name) +
-                        " is read as nested keys; write " + quoted(d.name) + " = " +
-                        (percent ? std::to_string(percent->get()) : std::string("20")));
-      ok = false;
-      continue;
-    }
-    if (!defined(u, name)) {
-      r.out().error(position_of(key.source()), path, undefined_upstream(kKey, name, u));
-      ok = false;
-    }
-    const auto* v = value.as_integer();
-    if (!v) {
-      type_error(r.out(), position_of(value.source()), path, "an integer from 0 to 100", value,
-                 toml_key(name) + " = 20");
-      ok = false;
-    } else if (v->get() < 0 || v->get() > 100) {
-      r.out().error(position_of(value.source()), path,
-                    std::to_string(v->get()) + " is out of range; use an integer from 0 to 100");
-      ok = false;
-    } else {
-      ratios.emplace(name, static_cast<uint32_t>(v->get()));
-    }
-  }
-  if (ok) {
-    out = std::move(ratios);
-  }
-  return ok;
-}
-
 // --- [resilience.hedging] ---------------------------------------------------------------------
-
-Parsed<std::string> parse_upstream_name(std::string_view text) {
-  if (text.empty()) {
-    return Parsed<std::string>::fail(
-        "an upstream name cannot be empty; write the name of an [[upstreams]] entry, e.g. "
-        "\"app\"");
-  }
-  return Parsed<std::string>::ok(std::string(text));
-}
-
-// An array of distinct names of [[upstreams]] entries; assigned only when every one is valid.
-bool read_route_allowlist(TableReader& r, std::vector<std::string>& out, const UpstreamRefs& u) {
-  constexpr std::string_view kKey = "route_allowlist";
-  std::vector<std::string> names;
-  if (!r.texts(kKey, "\"app\"", parse_upstream_name, names) || !r.peek(kKey)) {
-    return !r.peek(kKey);  // false: the error is recorded; true: the key is absent
-  }
-  bool ok = true;
-  for (size_t i = 0; i < names.size(); ++i) {  // parallel to the array: every element was valid
-    if (!defined(u, names[i])) {
-      r.out().error(position_of(r.element(kKey, i).source()), r.element_path(kKey, i),
-                    undefined_upstream(kKey, names[i], u));
-      ok = false;
-    }
-  }
-  if (ok) {
-    out = std::move(names);
-  }
-  return ok;
-}
 
 // The seed lets safe_methods list any method, so none is an error; but a hedge sends the
 // request twice, to two backends, and that is what a method that is not idempotent (RFC 9110
@@ -290,14 +157,15 @@ void read_retry_budget(TableReader& r, resilience::RetryBudgetParams& p, const U
   r.boolean("enabled", "enabled = false", p.enabled);
   r.integer("ratio_percent", 0, 100, p.ratio_percent);
   r.duration("window", Zero::rejected, p.window);
-  read_route_ratios(r, p.per_route_ratio_percent, u);
+  read_upstream_table(r, {"per_route_ratio_percent", "percentages", 0, 100, 20},
+                      p.per_route_ratio_percent, u);
 }
 
 void read_hedging(TableReader& r, resilience::HedgingParams& p, const UpstreamRefs& u) {
   const bool enabled_ok = r.boolean("enabled", "enabled = true", p.enabled);
   const bool delay_ok = r.duration("delay", Zero::rejected, p.delay);
   const bool methods_ok = read_methods(r, "safe_methods", p.safe_methods);
-  const bool allowlist_ok = read_route_allowlist(r, p.route_allowlist, u);
+  const bool allowlist_ok = read_upstream_names(r, "route_allowlist", p.route_allowlist, u);
   if (methods_ok) {
     warn_unrepeatable_methods(r, p.safe_methods);
   }

@@ -5,30 +5,15 @@
 // request path does not consult them yet. docs/resilience.md lists every key. Main thread only.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "floodgate/resilience/params.h"
 #include "table_reader.h"
+#include "upstream_refs.h"
 
 namespace floodgate::config::detail {
-
-// What [resilience] may refer to in the [[upstreams]] entries, which are read before it
-// whatever the order of the file.
-struct UpstreamRefs {
-  // The name of every [[upstreams]] entry, valid or not: a name with an error of its own is not
-  // reported a second time as undefined (as for a route's upstream).
-  std::vector<std::string> names;
-  struct Timeout {
-    std::string name;
-    std::chrono::milliseconds response_timeout;
-  };
-  // The response_timeout of every upstream whose name and response_timeout are both valid, in
-  // file order.
-  std::vector<Timeout> response_timeouts;
-};
 
 // Each reads one sub-table into `p` (which holds the defaults) and records its errors and
 // warnings; every key is validated whether or not the table's `enabled` is true. The caller

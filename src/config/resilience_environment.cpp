@@ -43,7 +43,7 @@ void warn_overridden(Collector& out, const std::optional<Position>& at, const st
                   "value, or remove " + std::string(key));
 }
 
-void apply_max_inflight(std::string_view value, const ResilienceMarks& marks,
+void apply_max_inflight(std::string_view value, ResilienceMarks& marks,
                         resilience::InflightParams& p, Collector& out) {
   const std::string path = "resilience.inflight.max_inflight";
   const bool automatic = value == "auto";
@@ -53,6 +53,7 @@ void apply_max_inflight(std::string_view value, const ResilienceMarks& marks,
               "the environment variable " + std::string(kMaxInflightVariable) + " is " +
                   shown(value) + ", which is not an in-flight cap; set it to " +
                   accepted(kMaxInflightKey, true) + ", or unset it to use max_inflight");
+    marks.max_inflight_ok = false;
     return;
   }
   if (automatic != p.automatic || *count != p.max_inflight) {
@@ -61,6 +62,8 @@ void apply_max_inflight(std::string_view value, const ResilienceMarks& marks,
   }
   p.automatic = automatic;
   p.max_inflight = static_cast<uint32_t>(*count);
+  marks.max_inflight_ok = true;  // whatever the file said, the variable decides
+  marks.max_inflight_from_env = true;
 }
 
 void apply_min_available(std::string_view value, const ResilienceMarks& marks,
@@ -85,7 +88,7 @@ void apply_min_available(std::string_view value, const ResilienceMarks& marks,
 
 }  // namespace
 
-void apply_resilience_environment(const Environment& env, const ResilienceMarks& marks,
+void apply_resilience_environment(const Environment& env, ResilienceMarks& marks,
                                   resilience::Params& p, Collector& out) {
   if (!env) {
     return;

@@ -15,13 +15,14 @@
 namespace floodgate::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 6> kSubTables{"inflight",        "memory_guard", "protocol",
-                                                     "circuit_breaker", "retry_budget", "hedging"};
+constexpr std::array<std::string_view, 10> kSubTables{
+    "inflight", "memory_guard",       "protocol", "circuit_breaker", "retry_budget",
+    "hedging",  "adaptive_admission", "brownout", "route_queue",     "watchdog"};
 constexpr std::string_view kSubTableList =
-    "inflight, memory_guard, protocol, circuit_breaker, retry_budget and hedging";
+    "inflight, memory_guard, protocol, circuit_breaker, retry_budget, hedging, "
+    "adaptive_admission, brownout, route_queue and watchdog";
 // Seed 004's other resilience blocks, which later versions add as [resilience] sub-tables.
-constexpr std::array<std::string_view, 6> kLaterSubTables{
-    "adaptive_admission", "brownout", "route_queue", "scoped_rate_limits", "quota", "watchdog"};
+constexpr std::array<std::string_view, 2> kLaterSubTables{"scoped_rate_limits", "quota"};
 
 // "auto" or an integer of [0, k.max]; false when it is neither (recorded).
 template <class T>
@@ -140,8 +141,8 @@ void warn_root_prefix(TableReader& r, std::string_view key,
 }
 
 void read_inflight(TableReader& r, resilience::InflightParams& p, ResilienceMarks& marks) {
-  if (read_auto_or_count(r, kMaxInflightKey, p.automatic, p.max_inflight) &&
-      r.peek("max_inflight")) {
+  marks.max_inflight_ok = read_auto_or_count(r, kMaxInflightKey, p.automatic, p.max_inflight);
+  if (marks.max_inflight_ok && r.peek("max_inflight")) {
     marks.max_inflight_at = r.position("max_inflight");
   }
   // Whole seconds on the wire, rounded up, as a pool's retry_after: "0s" would invite the
@@ -288,8 +289,8 @@ void read_protocol(TableReader& r, resilience::ProtocolParams& p) {
   }
 }
 
-// Every sub-table of [resilience] other than the six this version has is an error naming
-// those six; one a later version adds says so. Other unknown keys are left to finish().
+// Every sub-table of [resilience] other than the ten this version has is an error naming
+// those ten; one a later version adds says so. Other unknown keys are left to finish().
 void reject_other_tables(TableReader& r) {
   const std::vector<std::string> known(kSubTables.begin(), kSubTables.end());
   for (auto&& [key, value] : r.node()) {
@@ -337,6 +338,15 @@ void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMark
           [&](TableReader& t) { read_retry_budget(t, p.retry_budget, upstreams); });
   r.table("hedging", "[resilience.hedging]",
           [&](TableReader& t) { read_hedging(t, p.hedging, upstreams); });
+  ProtectionMarks& protection = marks.protection;
+  r.table("adaptive_admission", "[resilience.adaptive_admission]",
+          [&](TableReader& t) { read_adaptive_admission(t, p.adaptive_admission, protection); });
+  r.table("brownout", "[resilience.brownout]",
+          [&](TableReader& t) { read_brownout(t, p.brownout, upstreams); });
+  r.table("route_queue", "[resilience.route_queue]",
+          [&](TableReader& t) { read_route_queue(t, p.route_queue, upstreams); });
+  r.table("watchdog", "[resilience.watchdog]",
+          [&](TableReader& t) { read_watchdog(t, p.watchdog, protection); });
   reject_other_tables(r);
 }
 

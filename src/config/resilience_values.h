@@ -57,6 +57,11 @@ inline constexpr int64_t kMaxInflight = Admission::kMaxActive;
 // 1 PiB: above the memory and swap of any host, and a floor whose byte count fits in 64 bits.
 inline constexpr int64_t kMaxMinAvailableMib = int64_t{1} << 30;
 
+// The bound of the counts of [resilience] (a breaker's streak and probes, the watchdog's
+// samples and windows): far above any useful value, yet a bound, so that the counters of the
+// runtime can never overflow.
+inline constexpr int64_t kMaxCount = 1'000'000;
+
 // A key that takes "auto" or a count, and what the count means: shared by the key and the
 // environment variable that overrides it, so that both messages state the same syntax.
 struct AutoOrCount {

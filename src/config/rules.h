@@ -25,11 +25,14 @@ struct DocumentMarks {
   bool retirement_grace_ok = true;
   Position retirement_grace_at;  // of the key, or of [server] when it is not written
   bool header_timeout_ok = true;
+  bool workers_ok = true;
+  bool drain_timeout_ok = true;
 
   struct Upstream {
     size_t index = 0;                            // i of upstreams[i] in the file
     std::optional<Position> pending_timeout_at;  // when resilience.pending_timeout is valid
     bool response_timeout_ok = true;
+    bool capacity_ok = true;  // servers, keepalive, max_active_requests: what "auto" counts
   };
   std::vector<Upstream> upstreams;  // parallel to Config::upstreams, including the ones with errors
 

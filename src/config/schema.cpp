@@ -73,9 +73,13 @@ constexpr std::string_view kProtocol = "[resilience.protocol]";
 constexpr std::string_view kCircuitBreaker = "[resilience.circuit_breaker]";
 constexpr std::string_view kRetryBudget = "[resilience.retry_budget]";
 constexpr std::string_view kHedging = "[resilience.hedging]";
+constexpr std::string_view kAdaptive = "[resilience.adaptive_admission]";
+constexpr std::string_view kBrownout = "[resilience.brownout]";
+constexpr std::string_view kRouteQueue = "[resilience.route_queue]";
+constexpr std::string_view kWatchdog = "[resilience.watchdog]";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 75> kKeyHomes{{
+constexpr std::array<KeyHome, 106> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -103,7 +107,8 @@ constexpr std::array<KeyHome, 75> kKeyHomes{{
     {"max_pending_requests", kResilience},
     {"pending_timeout", kResilience},
     {"retry_after",
-     "[upstreams.resilience] (or [resilience.inflight] for the process-wide in-flight cap)"},
+     "[upstreams.resilience] (or [resilience.inflight] for the process-wide in-flight cap, "
+     "[resilience.route_queue] for the route caps and brownout)"},
     {"health", "an [[upstreams]] entry, as [upstreams.health]"},
     // `path` and `timeout` also read as plausible slips for path_prefix and the pool's timeouts.
     {"path", "[upstreams.health] (a route matches requests by path_prefix)"},
@@ -124,8 +129,9 @@ constexpr std::array<KeyHome, 75> kKeyHomes{{
     {"memory_guard", "[resilience], as [resilience.memory_guard]"},
     {"protocol", "[resilience], as [resilience.protocol]"},
     {"mode",
-     "[resilience.inflight], [resilience.memory_guard], [resilience.protocol] or "
-     "[resilience.circuit_breaker]"},
+     "[resilience.inflight], [resilience.memory_guard], [resilience.protocol], "
+     "[resilience.circuit_breaker], [resilience.adaptive_admission], [resilience.brownout] or "
+     "[resilience.route_queue]"},
     {"max_inflight", kInflight},
     {"exempt_preflight", kInflight},
     {"exempt_methods", kInflight},
@@ -159,6 +165,43 @@ constexpr std::array<KeyHome, 75> kKeyHomes{{
     // Seed 004 writes these durations as integers of milliseconds.
     {"open_ms", "[resilience.circuit_breaker], as open (a duration: open = \"30s\")"},
     {"delay_ms", "[resilience.hedging], as delay (a duration: delay = \"100ms\")"},
+    {"adaptive_admission", "[resilience], as [resilience.adaptive_admission]"},
+    {"brownout", "[resilience], as [resilience.brownout]"},
+    {"route_queue", "[resilience], as [resilience.route_queue]"},
+    {"watchdog", "[resilience], as [resilience.watchdog]"},
+    {"min_limit", kAdaptive},
+    {"max_limit", kAdaptive},
+    {"decrease_step", kAdaptive},
+    {"increase_step", kAdaptive},
+    {"high_latency", kAdaptive},
+    {"trigger_inflight_percent", kBrownout},
+    {"recover_inflight_percent", kBrownout},
+    {"core_routes", kBrownout},
+    {"default_cap", kRouteQueue},
+    {"global_cap", kRouteQueue},
+    {"caps", kRouteQueue},
+    {"check_interval", kWatchdog},
+    {"poll_stall_timeout", kWatchdog},
+    {"timeout_error_rate_percent", kWatchdog},
+    {"min_requests_per_window", kWatchdog},
+    {"overload_inflight_percent", kWatchdog},
+    {"unhealthy_consecutive_windows", kWatchdog},
+    {"drain_grace", kWatchdog},
+    {"restart_cooldown", kWatchdog},
+    {"restart_command", kWatchdog},
+    {"restart_hook",
+     "[resilience.watchdog], as restart_command (restart_hook itself is no longer accepted)"},
+    {"high_latency_ms",
+     "[resilience.adaptive_admission], as high_latency (a duration: high_latency = \"500ms\")"},
+    {"shed_retry_after_seconds",
+     "[resilience.route_queue], as retry_after (a duration: retry_after = \"1s\")"},
+    {"check_interval_ms",
+     "[resilience.watchdog], as check_interval (a duration: check_interval = \"1s\")"},
+    {"poll_stall_timeout_ms",
+     "[resilience.watchdog], as poll_stall_timeout (a duration: poll_stall_timeout = \"5s\")"},
+    {"drain_grace_ms", "[resilience.watchdog], as drain_grace (a duration: drain_grace = \"8s\")"},
+    {"restart_cooldown_ms",
+     "[resilience.watchdog], as restart_cooldown (a duration: restart_cooldown = \"120s\")"},
 }};
 
 std::string scope_hint(std::string_view key) {
@@ -180,7 +223,7 @@ using Names = std::map<std::string, int, std::less<>>;
 void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.server_listen_ok = r.endpoints("listen", PortRule::zero_allowed, p.listen);
   marks.server_listen_at = r.position("listen");
-  r.integer("workers", 0, 256, p.workers);
+  marks.workers_ok = r.integer("workers", 0, 256, p.workers);
   r.choice("io", kIoModes, p.io);
   r.integer("max_header_bytes", 256, 1'048'576, p.max_header_bytes);
   r.integer("max_headers", 1, 10'000, p.max_headers);
@@ -189,7 +232,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   r.integer("max_buffers_per_reactor", 2, 1'048'576, p.max_buffers_per_reactor);
   marks.header_timeout_ok = r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
-  r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
+  marks.drain_timeout_ok = r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
   marks.retirement_grace_at = r.position("retirement_grace");
 }
@@ -362,6 +405,7 @@ void read_resilience(TableReader& r, ResilienceParams& p, size_t servers,
   // Retry-After goes out in whole seconds, rounded up, so every rejection tells the client to
   // wait at least 1s; "0s" would invite the immediate retry that admission control sheds.
   r.duration("retry_after", Zero::rejected, p.retry_after);
+  mark.capacity_ok = mark.capacity_ok && active_ok;
   check_resilience(r, p, active_ok, timeout_ok, servers);
 }
 
@@ -374,7 +418,8 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMark
   r.choice("balance", kBalances, u.balance);
   r.duration("connect_timeout", Zero::rejected, u.connect_timeout);
   mark.response_timeout_ok = r.duration("response_timeout", Zero::rejected, u.response_timeout);
-  r.integer("keepalive", 0, 100'000, u.keepalive);
+  // The servers are required and assigned only when all are valid: none means an error.
+  mark.capacity_ok = r.integer("keepalive", 0, 100'000, u.keepalive) && !u.servers.empty();
   r.duration("keepalive_timeout", Zero::rejected, u.keepalive_timeout);
   r.table("resilience", std::string(kResilience),
           [&](TableReader& t) { read_resilience(t, u.resilience, u.servers.size(), mark); });
@@ -477,6 +522,7 @@ Config map_document(const toml::table& root, const Environment& env, Collector& 
   r.finish();
   check_document(c, marks, out);
   apply_resilience_environment(env, resilience_marks, c.resilience, out);
+  check_protection(c, marks, resilience_marks, out);
   return c;
 }
 

@@ -1,7 +1,6 @@
 #include "floodgate/resilience/inflight.h"
 
 #include <algorithm>
-#include <limits>
 #include <string_view>
 
 #include "floodgate/routing/params.h"
@@ -14,24 +13,6 @@ bool contains(const std::vector<std::string>& list, std::string_view token) noex
 }
 
 }  // namespace
-
-uint32_t pool_capacity(const UpstreamParams& pool) noexcept {
-  if (pool.resilience.max_active_requests != 0) return pool.resilience.max_active_requests;
-  const uint64_t capacity = uint64_t{pool.servers.size()} * pool.keepalive;
-  return static_cast<uint32_t>(std::min<uint64_t>(capacity, std::numeric_limits<uint32_t>::max()));
-}
-
-uint32_t resolve_max_inflight(const InflightParams& params, uint32_t reactors,
-                              std::span<const uint32_t> pool_capacities) noexcept {
-  if (!params.automatic) return params.max_inflight;
-  // At most 2^32 pools of 2^32 each plus 2^32 reactors: the sum fits in 64 bits; the product
-  // by the factor is taken after clamping, so it cannot overflow either.
-  uint64_t sum = reactors;
-  for (const uint32_t capacity : pool_capacities) sum += capacity;
-  sum = std::min<uint64_t>(sum, Admission::kMaxActive);
-  const uint64_t cap = std::max<uint64_t>(kAutoInflightFloor, kAutoInflightFactor * sum);
-  return static_cast<uint32_t>(std::min<uint64_t>(cap, Admission::kMaxActive));
-}
 
 bool is_cors_preflight(const RequestView& request) noexcept {
   return request.method == "OPTIONS" && request.origin_present &&

@@ -5,8 +5,8 @@
 // requests that will be refused cannot eat the CPU that admitted ones need.
 //
 // Three pieces, each usable alone:
-//   - resolve_max_inflight(): the limit, from the params and the shape of the generation ("auto"
-//     sizing). Pure; called when a generation is built, on the main thread.
+//   - resolve_max_inflight() (inflight_sizing.h): the limit, from the params and the shape of the
+//     generation ("auto" sizing). Pure; called when a generation is built, on the main thread.
 //   - InflightExemptions: which requests never take a slot (CORS preflights, listed methods,
 //     paths, upgrades and tunnels). Compiled from the params when a generation is built; exempt()
 //     is a read-only scan of a few short strings, callable from any reactor, allocation-free.
@@ -23,33 +23,16 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "floodgate/resilience/inflight_sizing.h"
 #include "floodgate/resilience/params.h"
 #include "floodgate/resilience/request_view.h"
 #include "floodgate/upstream/admission.h"
-#include "floodgate/upstream/params.h"
 
 namespace floodgate::resilience {
-
-// "auto" = max(kAutoInflightFloor, kAutoInflightFactor x (reactors + sum of pool capacities)).
-inline constexpr uint32_t kAutoInflightFloor = 32;
-inline constexpr uint32_t kAutoInflightFactor = 4;
-
-// A pool's capacity as "auto" counts it: its max_active_requests when set, else servers x
-// keepalive (the connections it can keep busy per reactor), saturating at UINT32_MAX.
-uint32_t pool_capacity(const UpstreamParams& pool) noexcept;
-
-// The cap a generation enforces; 0 = no cap. "auto" (params.automatic) is computed as above in
-// 64 bits and saturates at Admission::kMaxActive, the largest finite limit the cap can hold, so
-// the value logged and shown in /status is the one enforced. A set value is returned as is
-// (0 = disabled); Admission clamps one above kMaxActive, so config should bound the key by it as
-// it does the pools' max_active_requests. Pure.
-uint32_t resolve_max_inflight(const InflightParams& params, uint32_t reactors,
-                              std::span<const uint32_t> pool_capacities) noexcept;
 
 // A CORS preflight (Fetch standard): OPTIONS with Origin and Access-Control-Request-Method.
 bool is_cors_preflight(const RequestView& request) noexcept;

@@ -1,6 +1,7 @@
 // Parameters of the [resilience] table: the front of the request path's stage chain (the
-// process-wide in-flight cap, the host memory guard, the protocol policy) and the failure
-// handling of the backend attempt (circuit breakers, the retry budget, hedging). Plain values
+// process-wide in-flight cap, the host memory guard, the protocol policy), the failure
+// handling of the backend attempt (circuit breakers, the retry budget, hedging) and the local
+// runtime protection (adaptive admission, brownout, the route caps, the watchdog). Plain values
 // that config/ fills and the stages compile into their runtime form when a generation is built.
 // docs/resilience.md describes every key and maps each seed field to it.
 #pragma once
@@ -108,6 +109,77 @@ struct HedgingParams {
   bool operator==(const HedgingParams&) const = default;
 };
 
+// [resilience.adaptive_admission]: a process-wide ceiling on admitted requests that an AIMD
+// controller lowers by `decrease_step` after a window with too many slow or failed samples and
+// raises by `increase_step` after a healthy window that used it (issue 14). 503 adaptive_limit
+// at the ceiling. Configuration only so far.
+//
+// The ceiling moves within [min, max], worked out where the front cap is resolved (when a
+// generation is built): max = max_limit, or the resolved front cap when max_limit is 0 (none
+// when the front cap is 0 too: no ceiling); a max_limit above the resolved cap is clamped to
+// it; min = min(min_limit, max). config/ checks at load what the file decides: min_limit <=
+// max_limit, and max_limit <= the front cap whenever the cap's value is known there
+// (docs/resilience.md, "adaptive_admission.max_limit and the front cap").
+struct AdaptiveAdmissionParams {
+  bool enabled = true;
+  uint32_t min_limit = 64;      // > 0
+  uint32_t max_limit = 0;       // 0 = the resolved front in-flight cap (the seed's null)
+  uint32_t decrease_step = 16;  // > 0
+  uint32_t increase_step = 16;  // > 0
+  std::chrono::milliseconds high_latency{500};  // time to response head that counts as slow
+  std::chrono::milliseconds window{100};        // one decision per window (> 0)
+  Mode mode = Mode::enforce;
+  bool operator==(const AdaptiveAdmissionParams&) const = default;
+};
+
+// [resilience.brownout]: while the adaptive in-flight count is at or above
+// `trigger_inflight_percent` of the current ceiling (until it falls to or below
+// `recover_inflight_percent`, which is lower), requests to upstreams not in `core_routes` get
+// 503 brownout with the route caps' Retry-After, and hedging is suppressed (issue 14).
+// Configuration only so far.
+struct BrownoutParams {
+  bool enabled = true;
+  uint32_t trigger_inflight_percent = 90;  // 0..100
+  uint32_t recover_inflight_percent = 60;  // 0..100, below the trigger
+  std::vector<std::string> core_routes{};  // upstream names, distinct; [] = none is core
+  Mode mode = Mode::enforce;
+  bool operator==(const BrownoutParams&) const = default;
+};
+
+// [resilience.route_queue] (the seed's name; nothing waits): concurrent caps per upstream
+// (`caps`, else `default_cap`) and one `global_cap` across upstreams, acquired at once; a full
+// cap answers 503 route_cap or global_cap (issue 14). Configuration only so far.
+struct RouteQueueParams {
+  uint32_t default_cap = 512;  // > 0
+  uint32_t global_cap = 2048;  // > 0
+  // Upstream name (an [[upstreams]] entry) -> its own cap (> 0), instead of default_cap.
+  std::map<std::string, uint32_t, std::less<>> caps{};
+  std::chrono::milliseconds retry_after{1'000};  // for the caps and brownout, whole seconds
+  Mode mode = Mode::enforce;
+  bool operator==(const RouteQueueParams&) const = default;
+};
+
+// [resilience.watchdog]: a thread that judges each `check_interval` (a reactor stalled for
+// `poll_stall_timeout`, a high upstream timeout share, in-flight near the ceiling) and, after
+// `unhealthy_consecutive_windows` unhealthy windows, drains for `drain_grace` and runs
+// `restart_command` at most once per `restart_cooldown` (issue 14). It refuses no request, so
+// it has no mode. Configuration only so far.
+struct WatchdogParams {
+  bool enabled = false;
+  std::chrono::milliseconds check_interval{1'000};      // > 0
+  std::chrono::milliseconds poll_stall_timeout{5'000};  // > 0
+  uint32_t timeout_error_rate_percent = 60;             // 0..100
+  uint32_t min_requests_per_window = 20;                // > 0
+  uint32_t overload_inflight_percent = 95;              // 0..100
+  uint32_t unhealthy_consecutive_windows = 3;           // > 0
+  std::chrono::milliseconds drain_grace{8'000};         // >= server.drain_timeout when enabled
+  std::chrono::milliseconds restart_cooldown{120'000};  // > 0
+  // An absolute executable path, then its arguments; run with fork + exec, no shell. [] = the
+  // watchdog only reports.
+  std::vector<std::string> restart_command{};
+  bool operator==(const WatchdogParams&) const = default;
+};
+
 struct Params {
   InflightParams inflight;
   MemoryGuardParams memory_guard;
@@ -115,6 +187,10 @@ struct Params {
   CircuitBreakerParams circuit_breaker;
   RetryBudgetParams retry_budget;
   HedgingParams hedging;
+  AdaptiveAdmissionParams adaptive_admission;
+  BrownoutParams brownout;
+  RouteQueueParams route_queue;
+  WatchdogParams watchdog;
   bool operator==(const Params&) const = default;
 };
 

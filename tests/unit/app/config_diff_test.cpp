@@ -130,6 +130,24 @@ enabled = true
   EXPECT_EQ(changed(d, "tables"), "[]");
 }
 
+TEST(ConfigDiff, ReportsTheLocalProtectionSubTablesThatDiffer) {
+  const config::Config a = parse(kBase);
+  const config::Config b = parse(std::string(R"(
+[resilience.adaptive_admission]
+window = "200ms"
+[resilience.brownout]
+core_routes = ["app"]
+[resilience.route_queue]
+caps = { app = 10 }
+[resilience.watchdog]
+restart_cooldown = "5m"
+)") + kBase);
+  const json::object d = config_diff(a, b);
+  EXPECT_EQ(changed(d, "resilience"),
+            R"(["adaptive_admission","brownout","route_queue","watchdog"])");
+  EXPECT_EQ(changed(d, "tables"), "[]");
+}
+
 TEST(ConfigDiff, RoutesInAnotherOrderAreReported) {
   const std::string pools = R"(
 [[upstreams]]

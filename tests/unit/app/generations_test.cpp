@@ -293,5 +293,58 @@ route_allowlist = ["app"]
   EXPECT_FALSE(plain.snapshot->upstreams[1]->hedge);
 }
 
+TEST(Generations, AReloadTakesEveryLocalProtectionKeyIntoTheNewGeneration) {
+  Generations g(1);
+  const std::string changed = kTwoPools + R"(
+[server]
+drain_timeout = "5s"
+[resilience.inflight]
+max_inflight = 1000
+[resilience.adaptive_admission]
+enabled = false
+min_limit = 8
+max_limit = 900
+decrease_step = 4
+increase_step = 2
+high_latency = "1s"
+window = "250ms"
+mode = "shadow"
+[resilience.brownout]
+enabled = false
+trigger_inflight_percent = 80
+recover_inflight_percent = 50
+core_routes = ["api"]
+mode = "shadow"
+[resilience.route_queue]
+default_cap = 100
+global_cap = 400
+caps = { app = 50 }
+retry_after = "2s"
+mode = "shadow"
+[resilience.watchdog]
+enabled = true
+check_interval = "2s"
+poll_stall_timeout = "10s"
+timeout_error_rate_percent = 50
+min_requests_per_window = 10
+overload_inflight_percent = 90
+unhealthy_consecutive_windows = 5
+drain_grace = "6s"
+restart_cooldown = "10m"
+restart_command = ["/usr/bin/systemctl", "restart", "floodgate"]
+)";
+  g.activate(g.build(parse(kTwoPools), kTwoPools));
+  const config::Config next = parse(changed);
+  g.activate(g.build(next, changed));
+  const resilience::Params& active = g.active().config.resilience;
+  EXPECT_EQ(active.adaptive_admission, next.resilience.adaptive_admission);
+  EXPECT_EQ(active.brownout, next.resilience.brownout);
+  EXPECT_EQ(active.route_queue, next.resilience.route_queue);
+  EXPECT_EQ(active.watchdog, next.resilience.watchdog);
+  EXPECT_NE(active.watchdog, resilience::WatchdogParams{});
+  ASSERT_TRUE(g.rollback());
+  EXPECT_EQ(g.active().config.resilience, resilience::Params{});
+}
+
 }  // namespace
 }  // namespace floodgate::app

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,26 @@ inline std::string dump(const LoadResult& r) {
 inline std::string only(const LoadResult& r) {
   if (r.diagnostics.size() == 1) return format(r.diagnostics[0]);
   return std::to_string(r.diagnostics.size()) + " diagnostics:\n" + dump(r);
+}
+
+// `header` on line 1 (a table, "[resilience.brownout]"), `body` from line 2 on, then `tail` (the
+// rest of a valid document) after a blank line.
+inline LoadResult load_table(std::string_view header, std::string_view body,
+                             std::string_view tail) {
+  return load(std::string(header) + "\n" + std::string(body) + "\n\n" + std::string(tail));
+}
+
+// One refused key of a table, for parameterised tests: the table's header (line 1), the
+// body (from line 2) and the one diagnostic expected, formatted.
+struct TableKeyError {
+  std::string_view name;
+  std::string_view header;
+  std::string_view body;
+  std::string_view expected;
+};
+
+inline void PrintTo(const TableKeyError& c, std::ostream* os) {
+  *os << c.name;
 }
 
 }  // namespace floodgate::config::testing

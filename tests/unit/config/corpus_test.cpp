@@ -255,9 +255,9 @@ upstream = "app"
     {"unknown_resilience_table", before_minimal("[resilience.limits]\nmax = 1"), Severity::error,
      "resilience.limits", 1, 1,
      "[resilience] has the sub-tables inflight, memory_guard, protocol, circuit_breaker, "
-     "retry_budget and hedging"},
-    {"later_resilience_table", before_minimal("[resilience.brownout]\nenabled = true"),
-     Severity::error, "resilience.brownout", 1, 1, "is not available in this version of floodgate"},
+     "retry_budget, hedging, adaptive_admission, brownout, route_queue and watchdog"},
+    {"later_resilience_table", before_minimal("[resilience.quota]\nenabled = true"),
+     Severity::error, "resilience.quota", 1, 1, "is not available in this version of floodgate"},
     {"unknown_key_in_resilience_table",
      before_minimal("[resilience.protocol]\nallow_connnect = true"), Severity::error,
      "resilience.protocol.allow_connnect", 2, 1, "(did you mean 'allow_connect'?)"},

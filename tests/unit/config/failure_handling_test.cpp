@@ -42,7 +42,7 @@ upstream = "app"
 
 // `header` on line 1 ("[resilience.hedging]"), `body` from line 2 on, then the two pools.
 LoadResult load_in(std::string_view header, std::string_view body) {
-  return load(std::string(header) + "\n" + std::string(body) + "\n\n" + std::string(kTwoPools));
+  return testing::load_table(header, body, kTwoPools);
 }
 LoadResult breaker(std::string_view body) {
   return load_in("[resilience.circuit_breaker]", body);
@@ -182,16 +182,7 @@ TEST(ConfigFailureHandling, ReadsTheInlineTableForms) {
 
 // --- every rule refused, with the message the operator sees ----------------------------------
 
-struct KeyError {
-  std::string_view name;
-  std::string_view header;    // line 1
-  std::string_view body;      // from line 2
-  std::string_view expected;  // the formatted diagnostic
-};
-
-void PrintTo(const KeyError& c, std::ostream* os) {
-  *os << c.name;
-}
+using KeyError = testing::TableKeyError;
 
 class ConfigFailureHandlingErrors : public ::testing::TestWithParam<KeyError> {};
 
@@ -465,8 +456,8 @@ TEST(ConfigFailureHandling, SuggestsTheClosestSubTableForATypo) {
   EXPECT_EQ(only(load_in("[resilience.retry_budgets]", "ratio_percent = 10")),
             "test.toml:1:1: error: resilience.retry_budgets: unknown table "
             "[resilience.retry_budgets] (did you mean 'retry_budget'?); [resilience] has the "
-            "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget and "
-            "hedging");
+            "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
+            "hedging, adaptive_admission, brownout, route_queue and watchdog");
 }
 
 // --- warnings ----------------------------------------------------------------------------------

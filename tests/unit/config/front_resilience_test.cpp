@@ -365,14 +365,16 @@ TEST(ConfigFrontResilience, RejectsAnUnknownSubTableNamingTheOnesThatExist) {
   EXPECT_EQ(only(load_in("[resilience.limits]", "max = 1")),
             "test.toml:1:1: error: resilience.limits: unknown table [resilience.limits]; "
             "[resilience] has the sub-tables inflight, memory_guard, protocol, "
-            "circuit_breaker, retry_budget and hedging");
+            "circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, route_queue "
+            "and watchdog");
 }
 
 TEST(ConfigFrontResilience, SuggestsTheClosestSubTableForATypo) {
   EXPECT_EQ(only(load_in("[resilience.inflght]", "max_inflight = 1")),
             "test.toml:1:1: error: resilience.inflght: unknown table [resilience.inflght] (did "
             "you mean 'inflight'?); [resilience] has the sub-tables inflight, memory_guard, "
-            "protocol, circuit_breaker, retry_budget and hedging");
+            "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
+            "route_queue and watchdog");
 }
 
 class ConfigFrontLaterTables : public ::testing::TestWithParam<std::string_view> {};
@@ -382,26 +384,26 @@ TEST_P(ConfigFrontLaterTables, AreNotAcceptedYet) {
   EXPECT_EQ(only(load_in("[resilience." + name + "]", "enabled = true")),
             "test.toml:1:1: error: resilience." + name + ": [resilience." + name +
                 "] is not available in this version of floodgate; [resilience] has the "
-                "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget and "
-                "hedging");
+                "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
+                "hedging, adaptive_admission, brownout, route_queue and watchdog");
 }
 
 INSTANTIATE_TEST_SUITE_P(Seed004, ConfigFrontLaterTables,
-                         ::testing::Values("adaptive_admission", "brownout", "route_queue",
-                                           "watchdog", "scoped_rate_limits", "quota"));
+                         ::testing::Values("scoped_rate_limits", "quota"));
 
 TEST(ConfigFrontResilience, RejectsAnArrayOfTablesOfALaterVersion) {
   EXPECT_EQ(only(load_in("[[resilience.scoped_rate_limits]]", "name = \"api\"")),
             "test.toml:1:1: error: resilience.scoped_rate_limits: [resilience.scoped_rate_limits] "
             "is not available in this version of floodgate; [resilience] has the sub-tables "
-            "inflight, memory_guard, protocol, circuit_breaker, retry_budget and hedging");
+            "inflight, memory_guard, protocol, circuit_breaker, retry_budget, hedging, "
+            "adaptive_admission, brownout, route_queue and watchdog");
 }
 
 TEST(ConfigFrontResilience, RejectsAnUnknownKeyInTheResilienceTable) {
   EXPECT_EQ(only(load_in("[resilience]", "enabled = true")),
             "test.toml:2:1: error: resilience.enabled: unknown key 'enabled' in [resilience]; "
             "expected one of: inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
-            "hedging");
+            "hedging, adaptive_admission, brownout, route_queue, watchdog");
 }
 
 TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBelongsIn) {
@@ -411,7 +413,8 @@ TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBel
   EXPECT_EQ(only(load_in("[resilience]", "mode = \"shadow\"")),
             "test.toml:2:1: error: resilience.mode: unknown key 'mode' in [resilience]; 'mode' "
             "belongs in [resilience.inflight], [resilience.memory_guard], "
-            "[resilience.protocol] or [resilience.circuit_breaker]");
+            "[resilience.protocol], [resilience.circuit_breaker], "
+            "[resilience.adaptive_admission], [resilience.brownout] or [resilience.route_queue]");
 }
 
 TEST(ConfigFrontResilience, TellsWhereAKeyWrittenInServerBelongs) {
@@ -430,7 +433,8 @@ TEST(ConfigFrontResilience, TellsThatAPoolsRetryAfterAlsoHasAFrontCounterpart) {
   EXPECT_EQ(only(load_in("[server]", "retry_after = \"1s\"")),
             "test.toml:2:1: error: server.retry_after: unknown key 'retry_after' in [server]; "
             "'retry_after' belongs in [upstreams.resilience] (or [resilience.inflight] for the "
-            "process-wide in-flight cap)");
+            "process-wide in-flight cap, [resilience.route_queue] for the route caps and "
+            "brownout)");
 }
 
 TEST(ConfigFrontResilience, RejectsATableThatIsNotOne) {
