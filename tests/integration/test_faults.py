@@ -219,7 +219,10 @@ class ClientFaults(FloodgateTestCase):
     def test_a_client_that_never_reads_is_bounded_and_closed_after_idle_timeout(self):
         pid = self.fg.proc.pid
         before = rss_kib(pid)
-        open_before = self.client_connections()
+        # Start from no client connection: one still closing (the start-up readiness probe, an
+        # earlier test's) could close just as this one opens, and the count would never rise.
+        poll(lambda: self.client_connections() == 0, what="no client connection open")
+        open_before = 0
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         s.connect(("127.0.0.1", self.fg.port))
