@@ -130,14 +130,18 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     route_upstreams.push_back(ids_.at(r.upstream));  // validated: the name exists
   }
   snap->routes = RouteTable::build(cfg.routes, route_upstreams);
-  snap->route_chains.reserve(cfg.routes.size());
-  for (const uint32_t id : route_upstreams) {
-    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[id]));
-  }
   std::vector<uint32_t> capacities;
   for (const UpstreamParams& p : cfg.upstreams) capacities.push_back(resilience::pool_capacity(p));
   snap->max_inflight =
       resilience::resolve_max_inflight(cfg.resilience.inflight, reactors_, capacities);
+  snap->protection = proxy::LocalProtection::of(cfg.resilience, snap->max_inflight, protection_);
+  for (const auto& up : snap->upstreams) {
+    up->route_cap = snap->protection.route_cap(up->params.name);
+  }
+  snap->route_chains.reserve(cfg.routes.size());
+  for (const uint32_t id : route_upstreams) {
+    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[id], snap->protection));
+  }
   snap->front_state = front_;
   snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);
   backends_.sweep();  // forget backends no generation holds any more
@@ -167,9 +171,13 @@ void Generations::apply_limits() {
   const proxy::Snapshot& active = *active_.snapshot;
   for (const auto& up : active.upstreams) {
     up->pool->admission.set_limits(up->policy.limits);
+    up->pool->route_cap.set_limits({.max_active = up->route_cap});
     for (const auto& b : up->backends) b->breaker->set_limits(active.failure.limits);
   }
   front_->inflight.set_limit(active_.snapshot->max_inflight);
+  const proxy::LocalProtection& protection = active.protection;
+  protection_->global_cap.set_limits({.max_active = protection.global_cap});
+  protection_->adaptive.configure(protection.aimd, protection.window);
 }
 
 }  // namespace floodgate::app

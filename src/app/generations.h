@@ -54,6 +54,7 @@ class Generations {
   const Entry& active() const { return active_; }
   // The front stages' process-wide state (the main thread refreshes its memory sample).
   proxy::FrontState& front() { return *front_; }
+  proxy::ProtectionState& protection() { return *protection_; }
   const Entry* previous() const { return previous_.snapshot ? &previous_ : nullptr; }
   // Pool names by id, for metrics (grows; ids never change).
   const std::vector<std::string>& pool_names() const { return names_; }
@@ -85,6 +86,9 @@ class Generations {
   Registry<std::string, proxy::Pool, Retention::process> pools_;
   // The front stages' process-wide state: the in-flight cap's count, the memory sample.
   std::shared_ptr<proxy::FrontState> front_ = std::make_shared<proxy::FrontState>();
+  // The local protection's: the adaptive ceiling and its controller, brownout, the global cap.
+  std::shared_ptr<proxy::ProtectionState> protection_ =
+      std::make_shared<proxy::ProtectionState>(reactors_);
   Entry active_;
   Entry previous_;
 };

@@ -1,5 +1,6 @@
 #include "pool_metrics.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -136,6 +137,7 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
              [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
 
   render_failure_metrics(w, serving, shards);
+  render_protection_metrics(w, serving, shards);
 }
 
 void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
@@ -216,6 +218,71 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                    "result", kHedgeResultLabels, [](const ReactorMetrics& m, uint32_t id, auto r) {
                      return m.hedges(id, static_cast<HedgeResult>(r)).value();
                    });
+}
+
+void render_protection_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
+  const auto& pools = serving.upstreams;
+  const proxy::ProtectionState& state = *serving.protection.state;
+  const auto single = [&](std::string_view name, std::string_view help, MetricType type,
+                          uint64_t value) {
+    w.header(name, help, type);
+    w.sample(name, {}, value);
+  };
+  single("floodgate_adaptive_limit",
+         "The adaptive admission ceiling now (resilience.adaptive_admission); 0 = no ceiling.",
+         MetricType::gauge, uint64_t{state.adaptive.ceiling()});
+  single("floodgate_adaptive_inflight", "Requests holding a permit of the adaptive ceiling.",
+         MetricType::gauge,
+         static_cast<uint64_t>(std::max<int64_t>(0, state.adaptive.in_flight())));
+  static constexpr std::array<std::string_view, 4> kMoves{"hold", "decrease", "increase",
+                                                          "skipped"};
+  constexpr std::string_view kDecisions = "floodgate_adaptive_decisions_total";
+  w.header(kDecisions,
+           "The AIMD controller's window decisions, by direction: decrease (a bad window), "
+           "increase (a healthy window that used half the ceiling), hold, skipped (the window "
+           "after a decrease).",
+           MetricType::counter);
+  for (std::size_t m = 0; m < kMoves.size(); ++m) {
+    const Label labels[] = {{"direction", kMoves[m]}};
+    w.sample(kDecisions, labels, state.adaptive.decisions(static_cast<resilience::AimdMove>(m)));
+  }
+  single("floodgate_brownout_active", "1 while brownout sheds the upstreams that are not core.",
+         MetricType::gauge, uint64_t{state.brownout.active() ? 1U : 0U});
+  constexpr std::string_view kTransitions = "floodgate_brownout_transitions_total";
+  w.header(kTransitions, "Brownout state changes, by the state entered.", MetricType::counter);
+  for (const bool to_active : {true, false}) {
+    const Label labels[] = {{"to", to_active ? "active" : "inactive"}};
+    w.sample(kTransitions, labels, state.brownout.transitions(to_active));
+  }
+  static constexpr std::array<std::string_view, kProtectionRejections.size()> kReasons = [] {
+    std::array<std::string_view, kProtectionRejections.size()> names{};
+    for (std::size_t i = 0; i < names.size(); ++i) names[i] = info(kProtectionRejections[i]).name;
+    return names;
+  }();
+  labelled_counter(w, pools, shards, "floodgate_protection_rejected_total",
+                   "Requests the local protection turned away with 503, by reason: brownout "
+                   "(shed: not a core upstream), adaptive_limit, route_cap, global_cap.",
+                   "reason", kReasons, [](const ReactorMetrics& m, uint32_t id, std::size_t r) {
+                     return m.protection_rejected(id, r).value();
+                   });
+  constexpr std::string_view kCap = "floodgate_route_cap";
+  w.header(kCap, "Each upstream's concurrent cap (resilience.route_queue).", MetricType::gauge);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kCap, labels, uint64_t{up->route_cap});
+  }
+  constexpr std::string_view kCapInflight = "floodgate_route_cap_inflight";
+  w.header(kCapInflight, "Requests holding a permit of each upstream's route cap.",
+           MetricType::gauge);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kCapInflight, labels,
+             static_cast<uint64_t>(std::max<int64_t>(0, up->pool->route_cap.active())));
+  }
+  single("floodgate_global_cap", "The cap on routed requests across upstreams.", MetricType::gauge,
+         uint64_t{serving.protection.global_cap});
+  single("floodgate_global_cap_inflight", "Requests holding a permit of the global cap.",
+         MetricType::gauge, static_cast<uint64_t>(std::max<int64_t>(0, state.global_cap.active())));
 }
 
 }  // namespace floodgate::app

@@ -17,5 +17,8 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
 // Circuit breakers, retries, the retry budgets and hedging (part of render_pool_metrics).
 void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                             std::span<const ReactorMetrics* const> shards);
+// Adaptive admission, brownout and the route caps (part of render_pool_metrics).
+void render_protection_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
+                               std::span<const ReactorMetrics* const> shards);
 
 }  // namespace floodgate::app

@@ -26,6 +26,7 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
   ex_.wait.poller = &reactor.poller();
   ex_.wait.owner = this;
   ex_.metrics = &reactor.metrics();
+  ex_.reactor = reactor.index();
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   const void* addr = nullptr;

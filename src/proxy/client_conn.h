@@ -138,6 +138,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void select_backend();
   // Arms the hedge timer when the exchange's request may be hedged (resilience.hedging).
   void arm_hedge(const Upstream& up, const FailurePolicy& policy);
+  bool brownout_suppresses_hedging() const noexcept;
   void on_hedge_timer();
   // After a failed attempt: starts the exchange's retry on another backend when the rules, an
   // alternate and the budgets allow; false when the failure stands.

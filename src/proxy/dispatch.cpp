@@ -98,7 +98,8 @@ ClientConn::SecondAttempt ClientConn::start_second_attempt(AttemptRole role, uin
 // after `delay`; the first successful head wins (claim()) and the other is cancelled.
 void ClientConn::arm_hedge(const Upstream& up, const FailurePolicy& policy) {
   if (!policy.hedging || !up.hedge || up.backends.size() < 2 || ex_.facts.has_body ||
-      ex_.facts.upgrade || (policy.hedge_methods & method_bit(parser_.method())) == 0) {
+      ex_.facts.upgrade || (policy.hedge_methods & method_bit(parser_.method())) == 0 ||
+      brownout_suppresses_hedging()) {
     return;
   }
   reactor_.wheel().schedule(hedge_timer_, reactor_.now() + policy.hedge_delay);
@@ -108,7 +109,8 @@ void ClientConn::on_hedge_timer() {
   const Ref<ClientConn> keep(this);
   Attempt& primary = ex_.attempt();
   if (closed_ || phase_ != Phase::forwarding || ex_.up == nullptr || ex_.attempts_started() != 1 ||
-      !primary.live() || primary.response_started() || ex_.outcome.client_saw_bytes) {
+      !primary.live() || primary.response_started() || ex_.outcome.client_saw_bytes ||
+      brownout_suppresses_hedging()) {
     return;
   }
   // No alternate or no budget (a hedge spends it like a retry): the primary goes on alone.
@@ -117,6 +119,12 @@ void ClientConn::on_hedge_timer() {
       SecondAttempt::started) {
     reactor_.metrics().hedge(upstream, HedgeResult::sent);
   }
+}
+
+// Brownout (enforced) is on: no second attempt that would add load (resilience.brownout).
+bool ClientConn::brownout_suppresses_hedging() const noexcept {
+  const LocalProtection& p = ex_.gen->snapshot->protection;
+  return p.brownout_enforced() && p.state->brownout.active();
 }
 
 void ClientConn::reject(Reason reason) {

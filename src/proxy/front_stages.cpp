@@ -11,29 +11,13 @@ namespace floodgate::proxy {
 
 namespace {
 
-// floodgate's generated answer for `reason`, with `status` instead of the reason's own and
-// `extra` header lines ("Name: value\r\n") after the status line.
-PrebuiltAnswer prebuild(Reason reason, uint32_t retry_after, int status = 0,
-                        std::string_view extra = {}) {
-  PrebuiltAnswer a;
-  for (const bool close : {false, true}) {
-    (close ? a.close : a.keep_alive) =
-        http::build_generated_response({.reason = reason,
-                                        .close = close,
-                                        .retry_after_seconds = retry_after,
-                                        .status = status,
-                                        .extra_headers = extra});
-  }
-  return a;
-}
-
 class InflightStage final : public Stage {
  public:
   InflightStage(const resilience::InflightParams& p, std::shared_ptr<FrontState> state)
       : Stage(StageId::inflight, p.mode),
         exemptions_(p),
         state_(std::move(state)),
-        answer_(prebuild(Reason::inflight_cap, http::retry_after_seconds(p.retry_after))) {}
+        answer_(prebuild_answer(Reason::inflight_cap, http::retry_after_seconds(p.retry_after))) {}
 
   Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
     if (exemptions_.exempt(ex.request)) return Decision::go();
@@ -67,11 +51,11 @@ class ProtocolStage final : public Stage {
   explicit ProtocolStage(const resilience::ProtocolParams& p)
       : Stage(StageId::protocol, p.mode), policy_(p) {
     const std::string allow = "Allow: " + std::string(policy_.allow()) + "\r\n";
-    method_not_allowed_ = prebuild(Reason::method_not_allowed, 0, 405, allow);
-    connect_not_allowed_ = prebuild(Reason::connect_denied, 0, 405, allow);
-    connect_denied_ = prebuild(Reason::connect_denied, 0, 403);
-    denied_path_ = prebuild(Reason::denied_path, 0);
-    authority_mismatch_ = prebuild(Reason::authority_mismatch, 0);
+    method_not_allowed_ = prebuild_answer(Reason::method_not_allowed, 0, 405, allow);
+    connect_not_allowed_ = prebuild_answer(Reason::connect_denied, 0, 405, allow);
+    connect_denied_ = prebuild_answer(Reason::connect_denied, 0, 403);
+    denied_path_ = prebuild_answer(Reason::denied_path, 0);
+    authority_mismatch_ = prebuild_answer(Reason::authority_mismatch, 0);
   }
 
   Decision check(Exchange& ex, Ticket&) const noexcept override {

@@ -1,8 +1,23 @@
 #include "floodgate/proxy/stage.h"
 
+#include "floodgate/http/rewrite.h"
 #include "floodgate/proxy/exchange.h"
 
 namespace floodgate::proxy {
+
+PrebuiltAnswer prebuild_answer(Reason reason, uint32_t retry_after, int status,
+                               std::string_view extra) {
+  PrebuiltAnswer a;
+  for (const bool close : {false, true}) {
+    (close ? a.close : a.keep_alive) =
+        http::build_generated_response({.reason = reason,
+                                        .close = close,
+                                        .retry_after_seconds = retry_after,
+                                        .status = status,
+                                        .extra_headers = extra});
+  }
+  return a;
+}
 
 void TicketBook::settle(const Outcome& outcome) noexcept {
   while (count_ > 0) {

@@ -93,6 +93,10 @@ struct Outcome {
       case Reason::authority_mismatch:
       case Reason::connect_denied:
       case Reason::circuit_open:
+      case Reason::brownout:
+      case Reason::adaptive_limit:
+      case Reason::route_cap:
+      case Reason::global_cap:
       case Reason::count_:
         o.source = OutcomeSource::floodgate;
         o.kind = OutcomeKind::rejection;

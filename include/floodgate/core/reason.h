@@ -34,8 +34,12 @@ enum class Reason : unsigned char {
   denied_path,
   authority_mismatch,
   connect_denied,
-  circuit_open,  // [resilience.circuit_breaker]
-  count_         // number of reasons; keep last
+  circuit_open,    // [resilience.circuit_breaker]
+  brownout,        // [resilience.brownout]
+  adaptive_limit,  // [resilience.adaptive_admission]
+  route_cap,       // [resilience.route_queue]
+  global_cap,
+  count_  // number of reasons; keep last
 };
 
 inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
@@ -87,6 +91,14 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
     {"connect_denied", 403, "Forbidden", "CONNECT to this authority is not allowed"},
     {"circuit_open", 503, "Service Unavailable",
      "every backend of the upstream has an open circuit breaker"},
+    {"brownout", 503, "Service Unavailable",
+     "the proxy is in brownout and this upstream is not in resilience.brownout.core_routes"},
+    {"adaptive_limit", 503, "Service Unavailable",
+     "the proxy is at its adaptive concurrency limit (resilience.adaptive_admission)"},
+    {"route_cap", 503, "Service Unavailable",
+     "the upstream is at its resilience.route_queue cap of concurrent requests"},
+    {"global_cap", 503, "Service Unavailable",
+     "the proxy is at resilience.route_queue.global_cap concurrent routed requests"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {
@@ -103,6 +115,16 @@ inline constexpr std::array<Reason, 4> kPoolRejections{
 constexpr std::size_t pool_rejection_index(Reason r) {
   std::size_t i = 0;
   while (i < kPoolRejections.size() && kPoolRejections[i] != r) ++i;
+  return i;
+}
+
+// The local protection's rejections (issue 14), counted per upstream.
+inline constexpr std::array<Reason, 4> kProtectionRejections{
+    Reason::brownout, Reason::adaptive_limit, Reason::route_cap, Reason::global_cap};
+
+constexpr std::size_t protection_rejection_index(Reason r) {
+  std::size_t i = 0;
+  while (i < kProtectionRejections.size() && kProtectionRejections[i] != r) ++i;
   return i;
 }
 

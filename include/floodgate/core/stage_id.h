@@ -12,12 +12,23 @@
 
 namespace floodgate {
 
-enum class StageId : uint8_t { inflight, memory_guard, protocol, pool, circuit_breaker, count_ };
+enum class StageId : uint8_t {
+  inflight,
+  memory_guard,
+  protocol,
+  pool,
+  circuit_breaker,
+  brownout,
+  adaptive_admission,
+  route_queue,
+  count_
+};
 
 inline constexpr std::size_t kStageCount = static_cast<std::size_t>(StageId::count_);
 
 inline constexpr std::array<std::string_view, kStageCount> kStageLabels{
-    "inflight", "memory_guard", "protocol", "pool", "circuit_breaker"};
+    "inflight",        "memory_guard", "protocol",           "pool",
+    "circuit_breaker", "brownout",     "adaptive_admission", "route_queue"};
 
 constexpr std::string_view label(StageId s) {
   return kStageLabels[static_cast<std::size_t>(s)];
@@ -28,7 +39,7 @@ struct StageReason {
   StageId stage;
   Reason reason;
 };
-inline constexpr std::array<StageReason, 7> kStageReasons{{
+inline constexpr std::array<StageReason, 11> kStageReasons{{
     {StageId::inflight, Reason::inflight_cap},
     {StageId::memory_guard, Reason::memory_pressure},
     {StageId::protocol, Reason::method_not_allowed},
@@ -36,6 +47,10 @@ inline constexpr std::array<StageReason, 7> kStageReasons{{
     {StageId::protocol, Reason::authority_mismatch},
     {StageId::protocol, Reason::connect_denied},
     {StageId::circuit_breaker, Reason::circuit_open},
+    {StageId::brownout, Reason::brownout},
+    {StageId::adaptive_admission, Reason::adaptive_limit},
+    {StageId::route_queue, Reason::route_cap},
+    {StageId::route_queue, Reason::global_cap},
 }};
 
 // The index of (stage, reason) in kStageReasons, or kStageReasons.size() when it is not one.

@@ -109,6 +109,13 @@ struct ReactorMetrics {
   void circuit_rejected(uint32_t upstream) noexcept {
     per_upstream(upstream).circuit_rejected.add();
   }
+  // A request to `upstream` turned away by the local protection: brownout, adaptive_limit,
+  // route_cap or global_cap (kProtectionRejections).
+  void protection_rejected(uint32_t upstream, Reason reason) noexcept {
+    const std::size_t i = protection_rejection_index(reason);
+    assert(i < kProtectionRejections.size());
+    per_upstream(upstream).protection[i].add();
+  }
   // A failed attempt's retry on `upstream` (RetryResult).
   void retry(uint32_t upstream, RetryResult result) noexcept {
     per_upstream(upstream).retries[static_cast<std::size_t>(result)].add();
@@ -170,6 +177,10 @@ struct ReactorMetrics {
   const Counter& circuit_rejected(uint32_t upstream) const noexcept {
     return upstreams_[upstream].circuit_rejected;
   }
+  // `index` into kProtectionRejections.
+  const Counter& protection_rejected(uint32_t upstream, std::size_t index) const noexcept {
+    return upstreams_[upstream].protection[index];
+  }
   const Counter& retries(uint32_t upstream, RetryResult result) const noexcept {
     return upstreams_[upstream].retries[static_cast<std::size_t>(result)];
   }
@@ -204,6 +215,7 @@ struct ReactorMetrics {
     Counter circuit_rejected;
     std::array<Counter, kRetryResultLabels.size()> retries{};
     std::array<Counter, kHedgeResultLabels.size()> hedges{};
+    std::array<Counter, kProtectionRejections.size()> protection{};
   };
 
   Upstream& per_upstream(uint32_t upstream) noexcept {

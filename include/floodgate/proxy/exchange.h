@@ -116,6 +116,7 @@ struct Exchange {
   Wait wait;
   // -- The reactor's metrics shard, where stages count what they decide.
   ReactorMetrics* metrics = nullptr;
+  uint32_t reactor = 0;  // its index (the per-reactor shards stages keep)
 
   // -- How the exchange ended, set where it is decided (core/outcome.h).
   Outcome outcome;

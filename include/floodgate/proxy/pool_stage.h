@@ -38,7 +38,8 @@ class PoolStage final : public Stage {
 };
 
 // A route's chain, built with its generation: the stages configured for the route (the later
-// issues' rate limits, quota and breakers go here), pool admission last.
-Chain build_route_chain(const Upstream& up);
+// issues' rate limits and quota go first), the local protection (protection_stages.h), pool
+// admission last.
+Chain build_route_chain(const Upstream& up, const LocalProtection& protection);
 
 }  // namespace floodgate::proxy

@@ -28,6 +28,7 @@
 #include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/params.h"
+#include "floodgate/proxy/protection_stages.h"
 #include "floodgate/proxy/stage.h"
 #include "floodgate/resilience/circuit_breaker.h"
 #include "floodgate/resilience/retry_budget.h"
@@ -82,6 +83,7 @@ struct Backend {
 // The active generation's policy sets its limits (app/generations.h) when it is activated.
 struct Pool {
   Admission admission;
+  Admission route_cap;  // [resilience.route_queue]: no queue, the active generation's cap
 };
 
 // A pool's admission policy in one generation, resolved to scalars: what the request path reads.
@@ -113,7 +115,8 @@ struct Upstream {
   // The pool's retry budget (retry_budget.per_route_ratio_percent or ratio_percent), shared
   // with the generations that keep its ratio and window; null when the budget is off.
   std::shared_ptr<resilience::RetryBudget> retry_budget;
-  bool hedge = false;  // hedging on and this pool in its route_allowlist
+  bool hedge = false;      // hedging on and this pool in its route_allowlist
+  uint32_t route_cap = 0;  // route_queue.caps[name], else default_cap
   // The generated responses for kPoolRejections, with Retry-After: [reason index][close].
   std::array<std::array<std::string, 2>, kPoolRejections.size()> rejections;
 
@@ -145,6 +148,8 @@ struct Snapshot {
   uint32_t max_inflight = 0;
   // Circuit breakers, retries and hedging (failure_policy.h).
   FailurePolicy failure;
+  // Brownout, adaptive admission and the route caps (protection_stages.h).
+  LocalProtection protection;
   std::shared_ptr<FrontState> front_state;  // process-wide: the cap's count, the memory sample
   std::vector<std::string> upstream_names;  // every pool name since start; index = id
   // Reactors that hold this generation (as their current one, or for requests still on it).

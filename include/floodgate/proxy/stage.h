@@ -53,6 +53,11 @@ struct PrebuiltAnswer {
   }
 };
 
+// floodgate's generated answer for `reason` with `retry_after` seconds (0 = none), `status`
+// instead of the reason's own (0 = its own) and `extra` header lines ("Name: value\r\n").
+PrebuiltAnswer prebuild_answer(Reason reason, uint32_t retry_after, int status = 0,
+                               std::string_view extra = {});
+
 struct Decision {
   enum class Verdict : uint8_t { go, stop, wait };
   Verdict verdict = Verdict::go;

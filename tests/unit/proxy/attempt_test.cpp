@@ -266,12 +266,13 @@ std::shared_ptr<const Snapshot> pool_of(const std::vector<uint16_t>& ports,
   const std::vector<RouteParams> routes{RouteParams{.upstream = "app"}};
   const std::vector<uint32_t> route_upstreams{up->id};
   snap->routes = RouteTable::build(routes, route_upstreams);
-  snap->route_chains.push_back(build_route_chain(*up));
-  snap->upstreams.push_back(std::move(up));
   resilience::Params front;
-  front.inflight.automatic = false;  // max_inflight = 0: no cap
+  front.inflight.automatic = false;  // max_inflight = 0: no cap, so no adaptive ceiling either
   front.memory_guard.automatic = false;
   front.memory_guard.min_available_mib = 0;  // disabled
+  snap->protection = LocalProtection::of(front, 0, std::make_shared<ProtectionState>(1));
+  snap->route_chains.push_back(build_route_chain(*up, snap->protection));
+  snap->upstreams.push_back(std::move(up));
   snap->front_state = std::make_shared<FrontState>();
   snap->max_inflight = 0;
   snap->front = build_front_chain(front, snap->max_inflight, snap->front_state);

@@ -150,7 +150,11 @@ class PoolStageTest : public ::testing::Test {
   // the poller they post to, the chain, and the upstream whose Admission they point into.
   ReactorMetrics metrics{kPoolId + 1};  // one shard slot per pool id up to kPoolId
   Upstream up;
-  const Chain chain = build_route_chain(up);
+  const Chain chain = [this] {  // pool admission alone
+    std::vector<std::unique_ptr<const Stage>> stages;
+    stages.push_back(std::make_unique<PoolStage>(up));
+    return Chain(std::move(stages));
+  }();
   boost::asio::io_context io;
   net::Poller poller{io, IoMode::epoll};
   FakeClient holder{chain, metrics, poller};
