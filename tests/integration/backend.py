@@ -15,6 +15,8 @@ What it answers is chosen per request by path (see ``Backend._dispatch``):
   /head-test                     Content-Length 1234; the body only for GET
   /hop-response                  a response full of hop-by-hop headers
   /slow-head?ms=N                waits N ms before the head
+  /load?base_ms=B&per_ms=K       waits B + K x (the /load requests in progress, this one
+                                 included) ms before the head: latency that grows with load
   /hold?key=K                    waits until the test calls release(K), then 200 (so does any
                                  path ending in /events, for event streams held open)
   /hold-body?key=K&size=N        head + N body bytes, waits for release(K), then N more
@@ -248,6 +250,8 @@ class Backend:
         self._gates = {}
         self._raw = {}  # key -> [bytes, ...] for /raw
         self._socks = set()
+        self._lock = threading.Lock()
+        self.load_in_progress = 0  # /load requests being served now
         self._stopping = False
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
 
@@ -506,6 +510,16 @@ class Backend:
                 ("Connection", "X-Resp-Hop, keep-alive"), ("X-Resp-Hop", "secret"),
                 ("Keep-Alive", "timeout=5"), ("Proxy-Connection", "keep-alive"),
                 ("Trailer", "X-Nothing"), ("Upgrade", "foo/1"), ("X-Resp-Keep", "kept")])
+        if path == "/load":
+            with self._lock:
+                self.load_in_progress += 1
+                busy = self.load_in_progress
+            try:
+                time.sleep((float(q("base_ms", "0")) + float(q("per_ms", "0")) * busy) / 1000.0)
+                return self._simple(conn, rec, 200, "OK", b"load %d" % busy)
+            finally:
+                with self._lock:
+                    self.load_in_progress -= 1
         if path == "/slow-head":
             time.sleep(int(q("ms", "1000")) / 1000.0)
             return self._simple(conn, rec, 200, "OK", rec.target.encode())

@@ -89,7 +89,7 @@ struct CircuitBreakerParams {
 
 // [resilience.retry_budget]: allowance = floor(primaries in `window` x ratio / 100) + 1, globally
 // and per selected upstream (issue 13; the sliding window is floodgate's, the seed counts since
-// start). Configuration only so far.
+// start). Enforced by resilience::RetryBudget.
 struct RetryBudgetParams {
   bool enabled = true;                       // false: no budget limit (eligibility still applies)
   uint32_t ratio_percent = 10;               // 0..100
@@ -100,7 +100,7 @@ struct RetryBudgetParams {
 };
 
 // [resilience.hedging]: a second attempt to another backend when the primary has no response
-// head after `delay` (issue 13). Configuration only so far.
+// head after `delay` (issue 13), suppressed while brownout is enforced and active.
 struct HedgingParams {
   bool enabled = false;
   std::chrono::milliseconds delay{100};                  // > 0
@@ -112,7 +112,7 @@ struct HedgingParams {
 // [resilience.adaptive_admission]: a process-wide ceiling on admitted requests that an AIMD
 // controller lowers by `decrease_step` after a window with too many slow or failed samples and
 // raises by `increase_step` after a healthy window that used it (issue 14). 503 adaptive_limit
-// at the ceiling. Configuration only so far.
+// at the ceiling. Enforced by proxy/protection_stages.h with resilience/adaptive.h.
 //
 // The ceiling moves within [min, max], worked out where the front cap is resolved (when a
 // generation is built): max = max_limit, or the resolved front cap when max_limit is 0 (none
@@ -136,7 +136,7 @@ struct AdaptiveAdmissionParams {
 // `trigger_inflight_percent` of the current ceiling (until it falls to or below
 // `recover_inflight_percent`, which is lower), requests to upstreams not in `core_routes` get
 // 503 brownout with the route caps' Retry-After, and hedging is suppressed (issue 14).
-// Configuration only so far.
+// Enforced by proxy/protection_stages.h with resilience/brownout.h.
 struct BrownoutParams {
   bool enabled = true;
   uint32_t trigger_inflight_percent = 90;  // 0..100
@@ -148,7 +148,7 @@ struct BrownoutParams {
 
 // [resilience.route_queue] (the seed's name; nothing waits): concurrent caps per upstream
 // (`caps`, else `default_cap`) and one `global_cap` across upstreams, acquired at once; a full
-// cap answers 503 route_cap or global_cap (issue 14). Configuration only so far.
+// cap answers 503 route_cap or global_cap (issue 14). Enforced by proxy/protection_stages.h.
 struct RouteQueueParams {
   uint32_t default_cap = 512;  // > 0
   uint32_t global_cap = 2048;  // > 0

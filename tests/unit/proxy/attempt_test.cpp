@@ -450,6 +450,48 @@ TEST_F(AttemptTest, AConnectThatDoesNotCompleteFailsAfterConnectTimeoutOfTheLoop
       << *response;
 }
 
+// Brownout (enforced) suppresses hedging: with brownout active, the primary's backend is
+// left to answer however long the loop's clock runs past hedging.delay.
+TEST_F(AttemptTest, NoHedgeIsSentWhileBrownoutIsActive) {
+  constexpr auto kDelay = 100ms;
+  std::array<Fd, 2> backends{listen_loopback(), listen_loopback()};
+  ASSERT_TRUE(backends[0] && backends[1]);
+  FailurePolicy failure;
+  failure.hedging = true;
+  failure.hedge_delay = kDelay;
+  failure.hedge_methods = method_bit(HTTP_GET);
+  auto snap =
+      pool_of({local_port(backends[0].get()), local_port(backends[1].get())}, 2s, 30s, failure);
+  ASSERT_TRUE(snap->protection.brownout_enforced());
+  ASSERT_TRUE(snap->protection.state->brownout.observe(clock_.now(), 100, 100, {}));
+  const uint16_t proxy = start_pool(snap);
+  Fd client = connect_loopback(proxy);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(send_all(client.get(), kGet));
+  std::size_t first = 2;
+  for (const auto deadline = SteadyClock::now() + kPatience;
+       first == 2 && SteadyClock::now() < deadline;) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (readable_within(backends[i].get(), 10ms)) first = i;
+    }
+  }
+  ASSERT_NE(first, 2U) << "the request reached no backend";
+  Fd primary = accept_within(backends[first].get(), kPatience);
+  ASSERT_TRUE(primary);
+  std::string primary_in;
+  ASSERT_TRUE(read_request(primary.get(), primary_in).has_value());
+  for (int i = 0; i < 5; ++i) {
+    clock_.advance(kDelay);
+    EXPECT_FALSE(readable_within(backends[1 - first].get(), 100ms)) << "a hedge was sent";
+  }
+  ASSERT_TRUE(send_all(primary.get(), kOk));
+  std::string client_in;
+  const auto response = read_response(client.get(), client_in);
+  ASSERT_TRUE(response.has_value());
+  EXPECT_TRUE(response->starts_with("HTTP/1.1 200 ")) << *response;
+  EXPECT_EQ(reactor_->metrics().hedges(0, HedgeResult::sent).value(), 0U);
+}
+
 // Hedging: the primary's backend takes the request and never answers; once the loop's clock
 // passes hedging.delay (never by real time alone) the hedge goes to the other backend, whose
 // answer the client gets, and the primary's connection is closed with its counts released.
