@@ -208,6 +208,47 @@ void check_drain_grace(const Config& c, const DocumentMarks& doc, const Protecti
                 timeout + " or more, or lower server.drain_timeout");
 }
 
+// Brownout measures the adaptive ceiling's in-flight count: without adaptive admission it never
+// starts. Said only when the brownout table is written (the operator configured brownout);
+// switching adaptive admission off with brownout left at its default is the way to have neither.
+void check_brownout_needs_ceiling(const Config& c, const ProtectionMarks& pm, Collector& out) {
+  const resilience::BrownoutParams& b = c.resilience.brownout;
+  if (!pm.brownout_at || !pm.brownout_enabled.ok || !b.enabled || !pm.adaptive_enabled.ok ||
+      c.resilience.adaptive_admission.enabled) {
+    return;
+  }
+  out.warning(*pm.brownout_at, "resilience.brownout",
+              "brownout starts at trigger_inflight_percent of the adaptive ceiling, but "
+              "[resilience.adaptive_admission] enabled = false, so there is no ceiling and "
+              "brownout never starts; enable adaptive admission, or set enabled = false here");
+}
+
+// A pool whose own max_active_requests is above its route cap never reaches it: the route cap
+// refuses first, with 503 route_cap instead of the pool's queue.
+void check_route_caps(const Config& c, const DocumentMarks& doc, const ProtectionMarks& pm,
+                      Collector& out) {
+  if (!pm.route_caps_ok) return;
+  const resilience::RouteQueueParams& q = c.resilience.route_queue;
+  for (size_t i = 0; i < c.upstreams.size() && i < doc.upstreams.size(); ++i) {
+    const UpstreamParams& up = c.upstreams[i];
+    if (!doc.upstreams[i].capacity_ok || up.resilience.max_active_requests == 0) continue;
+    const auto it = q.caps.find(up.name);
+    const uint32_t cap = it != q.caps.end() ? it->second : q.default_cap;
+    if (up.resilience.max_active_requests <= cap) continue;
+    const std::string named = it != q.caps.end() ? "caps." + up.name : "default_cap";
+    out.warning(
+        pm.route_queue_at.value_or(Position{}),
+        "upstreams[" + std::to_string(doc.upstreams[i].index) + "].resilience.max_active_requests",
+        "upstream '" + up.name + "' admits " + std::to_string(up.resilience.max_active_requests) +
+            " requests at once (max_active_requests), but its route cap is " + std::to_string(cap) +
+            " (resilience.route_queue." + named +
+            "), which refuses the rest first with 503 route_cap; set "
+            "[resilience.route_queue] caps." +
+            up.name + " = " + std::to_string(up.resilience.max_active_requests) +
+            " or more, or lower max_active_requests");
+  }
+}
+
 }  // namespace
 
 void check_protection(const Config& c, const DocumentMarks& doc, const ResilienceMarks& marks,
@@ -223,6 +264,8 @@ void check_protection(const Config& c, const DocumentMarks& doc, const Resilienc
     }
   }
   check_drain_grace(c, doc, pm, out);
+  check_brownout_needs_ceiling(c, pm, out);
+  check_route_caps(c, doc, pm, out);
 }
 
 }  // namespace floodgate::config::detail

@@ -245,8 +245,11 @@ void read_adaptive_admission(TableReader& r, resilience::AdaptiveAdmissionParams
   }
 }
 
-void read_brownout(TableReader& r, resilience::BrownoutParams& p, const UpstreamRefs& u) {
+void read_brownout(TableReader& r, resilience::BrownoutParams& p, const UpstreamRefs& u,
+                   ProtectionMarks& marks) {
+  marks.brownout_at = r.position();
   const bool enabled_ok = r.boolean("enabled", "enabled = false", p.enabled);
+  marks.brownout_enabled.ok = enabled_ok;
   const bool trigger_ok = r.integer("trigger_inflight_percent", 0, 100, p.trigger_inflight_percent);
   const bool recover_ok = r.integer("recover_inflight_percent", 0, 100, p.recover_inflight_percent);
   const bool core_ok = read_upstream_names(r, "core_routes", p.core_routes, u);
@@ -263,10 +266,13 @@ void read_brownout(TableReader& r, resilience::BrownoutParams& p, const Upstream
   }
 }
 
-void read_route_queue(TableReader& r, resilience::RouteQueueParams& p, const UpstreamRefs& u) {
+void read_route_queue(TableReader& r, resilience::RouteQueueParams& p, const UpstreamRefs& u,
+                      ProtectionMarks& marks) {
+  marks.route_queue_at = r.position();
   const bool default_ok = r.integer("default_cap", 1, kMaxLimit, p.default_cap);
   const bool global_ok = r.integer("global_cap", 1, kMaxLimit, p.global_cap);
-  read_upstream_table(r, {"caps", "caps", 1, kMaxLimit, 256}, p.caps, u);
+  const bool caps_ok = read_upstream_table(r, {"caps", "caps", 1, kMaxLimit, 256}, p.caps, u);
+  marks.route_caps_ok = default_ok && caps_ok;
   // Whole seconds on the wire, rounded up, as the other Retry-Afters: "0s" would invite the
   // immediate retry that the caps shed.
   r.duration("retry_after", Zero::rejected, p.retry_after);

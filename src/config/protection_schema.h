@@ -30,7 +30,11 @@ struct ProtectionMarks {
   KeyMark adaptive_enabled;
   KeyMark min_limit;
   KeyMark max_limit;
-  std::optional<Position> watchdog_at;  // of [resilience.watchdog], when written
+  std::optional<Position> brownout_at;  // of [resilience.brownout], when written
+  KeyMark brownout_enabled;
+  std::optional<Position> route_queue_at;  // of [resilience.route_queue], when written
+  bool route_caps_ok = true;               // default_cap and caps
+  std::optional<Position> watchdog_at;     // of [resilience.watchdog], when written
   KeyMark watchdog_enabled;
   KeyMark drain_grace;
 };
@@ -40,8 +44,10 @@ struct ProtectionMarks {
 // the table.
 void read_adaptive_admission(TableReader& r, resilience::AdaptiveAdmissionParams& p,
                              ProtectionMarks& marks);
-void read_brownout(TableReader& r, resilience::BrownoutParams& p, const UpstreamRefs& u);
-void read_route_queue(TableReader& r, resilience::RouteQueueParams& p, const UpstreamRefs& u);
+void read_brownout(TableReader& r, resilience::BrownoutParams& p, const UpstreamRefs& u,
+                   ProtectionMarks& marks);
+void read_route_queue(TableReader& r, resilience::RouteQueueParams& p, const UpstreamRefs& u,
+                      ProtectionMarks& marks);
 void read_watchdog(TableReader& r, resilience::WatchdogParams& p, ProtectionMarks& marks);
 
 }  // namespace floodgate::config::detail

@@ -342,9 +342,9 @@ void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMark
   r.table("adaptive_admission", "[resilience.adaptive_admission]",
           [&](TableReader& t) { read_adaptive_admission(t, p.adaptive_admission, protection); });
   r.table("brownout", "[resilience.brownout]",
-          [&](TableReader& t) { read_brownout(t, p.brownout, upstreams); });
+          [&](TableReader& t) { read_brownout(t, p.brownout, upstreams, protection); });
   r.table("route_queue", "[resilience.route_queue]",
-          [&](TableReader& t) { read_route_queue(t, p.route_queue, upstreams); });
+          [&](TableReader& t) { read_route_queue(t, p.route_queue, upstreams, protection); });
   r.table("watchdog", "[resilience.watchdog]",
           [&](TableReader& t) { read_watchdog(t, p.watchdog, protection); });
   reject_other_tables(r);

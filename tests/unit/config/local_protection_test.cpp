@@ -871,5 +871,48 @@ TEST(ConfigLocalProtection, TellsThatTheTablesBelongInTheResilienceTable) {
             "belongs in [resilience], as [resilience.brownout]");
 }
 
+TEST(ConfigLocalProtection, WarnsThatBrownoutNeverStartsWithoutAdaptiveAdmission) {
+  const LoadResult r = load(
+      "[resilience.adaptive_admission]\nenabled = false\n[resilience.brownout]\n"
+      "core_routes = [\"app\"]\n\n" +
+      std::string(kTwoPools));
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_EQ(only(r),
+            "test.toml:3:1: warning: resilience.brownout: brownout starts at "
+            "trigger_inflight_percent of the adaptive ceiling, but "
+            "[resilience.adaptive_admission] enabled = false, so there is no ceiling and "
+            "brownout never starts; enable adaptive admission, or set enabled = false here");
+}
+
+TEST(ConfigLocalProtection, SaysNothingOfBrownoutWhenBothAreSwitchedOff) {
+  const LoadResult r = load(
+      "[resilience.adaptive_admission]\nenabled = false\n[resilience.brownout]\n"
+      "enabled = false\n\n" +
+      std::string(kTwoPools));
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+}
+
+TEST(ConfigLocalProtection, WarnsOfAPoolThatAdmitsMoreThanItsRouteCap) {
+  const LoadResult r = load(
+      "[resilience.route_queue]\ncaps = { app = 100 }\n\n[[upstreams]]\nname = \"app\"\n"
+      "servers = [\"127.0.0.1:9000\"]\n[upstreams.resilience]\nmax_active_requests = 600\n"
+      "[[upstreams]]\nname = \"big\"\nservers = [\"127.0.0.1:9001\"]\n"
+      "[upstreams.resilience]\nmax_active_requests = 1000\n"
+      "[[routes]]\nupstream = \"app\"\n");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  ASSERT_EQ(r.diagnostics.size(), 2u) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].path, "upstreams[0].resilience.max_active_requests");
+  EXPECT_NE(r.diagnostics[0].message.find("its route cap is 100 (resilience.route_queue.caps.app)"),
+            std::string::npos)
+      << dump(r);
+  EXPECT_NE(r.diagnostics[1].message.find("its route cap is 512 (resilience.route_queue."
+                                          "default_cap), which refuses the rest first with 503 "
+                                          "route_cap; set [resilience.route_queue] caps.big = "
+                                          "1000 or more, or lower max_active_requests"),
+            std::string::npos)
+      << dump(r);
+}
+
 }  // namespace
 }  // namespace floodgate::config
