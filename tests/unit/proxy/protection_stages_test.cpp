@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "floodgate/core/heap_count.h"
 #include "floodgate/core/outcome.h"
 #include "floodgate/core/reason.h"
 #include "floodgate/core/stage_id.h"
@@ -262,6 +263,31 @@ TEST_F(Protection, ACeilingDerivedFromAFrontCapInShadowModeObservesToo) {
   params.adaptive_admission.max_limit = 500;  // a ceiling of its own keeps its mode
   build(1000);
   EXPECT_EQ(protection.params.adaptive_admission.mode, Mode::enforce);
+}
+
+// The per-request path of the protection (the chain's checks, the window decisions, the samples
+// at settlement, the permits given back) allocates nothing, window after window.
+TEST_F(Protection, ThePerRequestPathAllocatesNothing) {
+  params.adaptive_admission.max_limit = 64;
+  params.adaptive_admission.min_limit = 8;
+  params.route_queue.caps = {{"extra", 4}};
+  build(1000);
+  std::array<Exchange, 8> ex;
+  count_heap_allocations_on_this_thread();
+  const uint64_t before = counted_heap_allocations();
+  for (int round = 0; round < 200; ++round) {
+    now += 10ms;  // a decision every ten rounds
+    for (std::size_t i = 0; i < ex.size(); ++i) {
+      (void)run(ex[i], static_cast<uint32_t>(i % 2));
+      ex[i].decide(Outcome::relayed(200, round % 3 == 0 ? 600ms : 5ms));
+    }
+    for (Exchange& e : ex) e.end();
+  }
+  EXPECT_EQ(counted_heap_allocations() - before, 0u);
+  EXPECT_GT(state->adaptive.decisions(resilience::AimdMove::decrease) +
+                state->adaptive.decisions(resilience::AimdMove::hold) +
+                state->adaptive.decisions(resilience::AimdMove::skipped),
+            0u);
 }
 
 }  // namespace
