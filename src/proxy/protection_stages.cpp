@@ -92,6 +92,7 @@ class CapStage final : public Stage {
   CapStage(const Upstream& up, const LocalProtection& p, Admission& cap, Reason reason)
       : Stage(StageId::route_queue, p.params.route_queue.mode),
         up_id_(up.id),
+        exemptions_(p.params.inflight),
         cap_(cap),
         reason_(reason),
         state_(p.state),
@@ -99,6 +100,8 @@ class CapStage final : public Stage {
             prebuild_answer(reason, http::retry_after_seconds(p.params.route_queue.retry_after))) {}
 
   Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
+    // WebSockets and event streams held open for hours are not concurrency the caps bound.
+    if (exemptions_.exempt(ex.request)) return Decision::go();
     ticket.permit = cap_.try_admit();
     if (ticket.permit) return Decision::go();
     if (mode() == resilience::Mode::enforce) ex.metrics->protection_rejected(up_id_, reason_);
@@ -107,6 +110,7 @@ class CapStage final : public Stage {
 
  private:
   uint32_t up_id_;
+  resilience::InflightExemptions exemptions_;
   Admission& cap_;  // the Pool's or the ProtectionState's, both outliving the stage
   Reason reason_;
   std::shared_ptr<ProtectionState> state_;  // keeps the global cap alive

@@ -5,7 +5,9 @@
 //   route cap           503 route_cap when the upstream's concurrent cap is full;
 //   global cap          503 global_cap when the cap across upstreams is full.
 // Each answers with Retry-After (route_queue.retry_after; adaptive admission the front cap's
-// inflight.retry_after, being the same concern) and has its table's shadow mode.
+// inflight.retry_after, being the same concern) and has its table's shadow mode. The requests
+// exempt from the front cap ([resilience.inflight] exemptions: upgrades, event streams, CORS
+// preflights, listed methods and paths) pass all four untouched, holding nothing.
 //
 // The permits (the ceiling's, the caps') are tickets: held until the exchange ends and given
 // back exactly once by its TicketBook; the ceiling's ticket turns the exchange's outcome into

@@ -239,6 +239,22 @@ TEST_F(Protection, BrownoutNeverShedsARequestExemptFromTheInFlightCount) {
   EXPECT_EQ(state->adaptive.in_flight(), 9);  // and it took no permit of the ceiling
 }
 
+TEST_F(Protection, AnUpgradeHoldsNoPermitOfTheCaps) {
+  params.route_queue.caps = {{"extra", 1}};
+  build(1000);
+  std::array<Exchange, 3> sockets;
+  for (Exchange& ex : sockets) {
+    ex.metrics = &metrics;
+    ex.started = now;
+    ex.request = {.method = "GET", .target = "/ws", .path = "/ws", .host = "h", .upgrade = true};
+    EXPECT_EQ(chains[1].run(ex, metrics).verdict, Verdict::go);
+  }
+  EXPECT_EQ(ups[1].pool->route_cap.active(), 0);
+  EXPECT_EQ(state->global_cap.active(), 0);
+  Exchange plain;
+  EXPECT_EQ(run(plain, 1).verdict, Verdict::go);  // the one slot is still free
+}
+
 TEST_F(Protection, ShadowModeAdmitsAndCountsWhatEachStageWouldRefuse) {
   params.route_queue.caps = {{"extra", 1}};
   params.route_queue.mode = Mode::shadow;
