@@ -53,7 +53,8 @@ run_suite() {  # name, build dir, extra cmake args...
   local name=$1 dir=$2
   shift 2
   echo "== floodgate: $name build ($dir)"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_TESTS=ON -DFLOODGATE_BENCH=OFF "$@" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_TESTS=ON -DFLOODGATE_BENCH=OFF \
+    -DFLOODGATE_FAULT_HOOKS=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "== floodgate: $name tests"
   (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 300)

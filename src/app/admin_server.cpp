@@ -20,6 +20,12 @@ using boost::system::error_code;
 
 namespace {
 
+#ifdef FLOODGATE_FAULT_HOOKS
+constexpr bool kFaultHooks = true;  // test builds: /fault/... (docs/operations.md, "Fault hooks")
+#else
+constexpr bool kFaultHooks = false;
+#endif
+
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kJson = "application/json";
@@ -232,7 +238,8 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
     phase_ = Phase::handler;  // no deadline: the handler answers (an activation, later)
     timer_.cancel();
     const std::string_view path = request_.path;
-    if (path == "/config" || path.starts_with("/config/") || path == "/status") {
+    if (path == "/config" || path.starts_with("/config/") || path == "/status" ||
+        (kFaultHooks && path.starts_with("/fault/"))) {
       return handlers_.control(request_, [self = shared_from_this()](const Response& r) {
         self->respond(r.status, r.body, "", r.content_type);
       });
@@ -243,6 +250,11 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
     }
     if (path == "/healthz") {
       if (handlers_.draining()) return respond(503, "draining\n");
+      if (handlers_.drain_reason) {
+        if (const std::string why = handlers_.drain_reason(); !why.empty()) {
+          return respond(503, why + "\n");
+        }
+      }
       return respond(200, "ok\n");
     }
     std::string body;

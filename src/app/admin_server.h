@@ -1,6 +1,7 @@
 // The admin listener: GET /healthz, GET /metrics (Prometheus text format), GET /status (pools
 // and peers as JSON) and the control API under /config (docs/operations.md), on the main
-// thread's io_context, never on a reactor.
+// thread's io_context, never on a reactor. Builds with FLOODGATE_FAULT_HOOKS (test builds) also
+// hand the test-only paths under /fault/ to the control handler.
 //
 // One request per connection (Connection: close), so there is no keep-alive and no idle
 // deadline. Everything a client can make floodgate hold is bounded (Params):
@@ -74,6 +75,9 @@ class AdminServer {
     // Whether an Authorization header value admits a request that changes something (any
     // method but GET and HEAD). Called once the head is complete, before any body byte is read.
     std::function<bool(std::string_view authorization)> authorized;
+    // Why floodgate drains without shutting down (the watchdog's drain): while it returns a
+    // non-empty text, /healthz answers 503 with it. Optional.
+    std::function<std::string()> drain_reason;
   };
 
   // Binds and listens; throws boost::system::system_error on failure.

@@ -130,12 +130,15 @@ boost::json::object status_json(const proxy::Snapshot& snap) {
       peers.push_back(std::move(peer));
     }
     const Admission& a = up->pool->admission;
-    pools.push_back(json::object{{"name", up->params.name},
-                                 {"health_checks", up->params.health.has_value()},
-                                 {"active", a.active()},
-                                 {"pending", a.pending()},
-                                 {"limit", a.limit()},
-                                 {"peers", std::move(peers)}});
+    pools.push_back(json::object{
+        {"name", up->params.name},
+        {"health_checks", up->params.health.has_value()},
+        {"active", a.active()},
+        {"pending", a.pending()},
+        {"limit", a.limit()},
+        {"route_cap",
+         json::object{{"limit", up->route_cap}, {"in_flight", up->pool->route_cap.active()}}},
+        {"peers", std::move(peers)}});
   }
   json::object out{{"generation", snap.generation}};
   if (snap.front_state) {
@@ -145,6 +148,17 @@ boost::json::object status_json(const proxy::Snapshot& snap) {
     out["memory_guard"] = json::object{{"available_mib", front.memory.available_mib()},
                                        {"floor_mib", front.memory.floor_mib()},
                                        {"under_pressure", front.memory.under_pressure()}};
+  }
+  if (const auto& state = snap.protection.state) {
+    const resilience::AimdLimits& aimd = snap.protection.aimd;
+    out["adaptive_admission"] = json::object{{"ceiling", state->adaptive.ceiling()},
+                                             {"in_flight", state->adaptive.in_flight()},
+                                             {"min", aimd.min},
+                                             {"max", aimd.max}};
+    out["brownout"] = json::object{{"enabled", snap.protection.brownout && aimd.max != 0},
+                                   {"active", state->brownout.active()}};
+    out["global_cap"] = json::object{{"limit", snap.protection.global_cap},
+                                     {"in_flight", state->global_cap.active()}};
   }
   out["pools"] = std::move(pools);
   return out;

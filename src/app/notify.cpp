@@ -51,7 +51,16 @@ std::string status_message(std::string_view text) {
   return "STATUS=" + one_line(text);
 }
 
-Notifier::Notifier() : enabled_(std::getenv("NOTIFY_SOCKET") != nullptr) {}
+std::string keep_alive_message() {
+  return "WATCHDOG=1";
+}
+
+Notifier::Notifier() : enabled_(std::getenv("NOTIFY_SOCKET") != nullptr) {
+  uint64_t usec = 0;
+  if (enabled_ && ::sd_watchdog_enabled(0, &usec) > 0) {
+    watchdog_interval_ = std::chrono::microseconds(usec);
+  }
+}
 
 void Notifier::ready(uint64_t generation) const {
   if (enabled_) send(ready_message(generation));
@@ -71,6 +80,10 @@ void Notifier::stopping() const {
 
 void Notifier::status(std::string_view text) const {
   if (enabled_) send(status_message(text));
+}
+
+void Notifier::keep_alive() const {
+  if (enabled_) send(keep_alive_message());
 }
 
 void Notifier::send(const std::string& message) const {

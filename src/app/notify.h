@@ -3,8 +3,12 @@
 // configuration reload, STOPPING=1 when the drain starts, and a STATUS= line with the serving
 // generation, shown by `systemctl status`.
 //
-// Threading: main thread only (start-up, signals and reloads all happen there). The class holds
-// no lock; sd_notify itself opens a datagram socket per call.
+// Under a unit with WatchdogSec=, systemd expects WATCHDOG=1 at least every WATCHDOG_USEC: the
+// watchdog thread (watchdog.h) sends it, through keep_alive(), while every reactor is turning.
+//
+// Threading: main thread, except status() and keep_alive(), which the watchdog thread calls
+// too. The class holds no mutable state and no lock; sd_notify itself opens a datagram socket
+// per call, so concurrent calls are independent.
 //
 // Without NOTIFY_SOCKET in the environment (not started by systemd, or a unit that is not
 // Type=notify) every call returns at once and sends nothing. NOTIFY_SOCKET is read once, at
@@ -15,6 +19,7 @@
 // acts on its own).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -41,8 +46,16 @@ class Notifier {
   // The drain begins: STOPPING=1, STATUS=draining. Send it once, on the first SIGTERM/SIGINT.
   void stopping() const;
 
-  // STATUS=text alone, for anything else worth showing in `systemctl status`.
+  // STATUS=text alone, for anything else worth showing in `systemctl status` (any thread).
   void status(std::string_view text) const;
+
+  // WATCHDOG=1: floodgate is alive (any thread). Only meaningful when watchdog_interval() is
+  // non-zero.
+  void keep_alive() const;
+
+  // systemd's WATCHDOG_USEC for this process (sd_watchdog_enabled: WATCHDOG_PID, when set, must
+  // be ours), read at construction; zero when systemd expects no keep-alive.
+  std::chrono::microseconds watchdog_interval() const { return watchdog_interval_; }
 
   // True when NOTIFY_SOCKET was set at construction.
   bool enabled() const { return enabled_; }
@@ -52,6 +65,7 @@ class Notifier {
   void send(const std::string& message) const;
 
   bool enabled_;
+  std::chrono::microseconds watchdog_interval_{0};
 };
 
 // The sd_notify message text for each event, exposed for unit tests. A newline inside `why` or
@@ -61,5 +75,6 @@ std::string reloading_message(uint64_t monotonic_usec);
 std::string reloaded_message(uint64_t generation, bool ok, std::string_view why);
 std::string stopping_message();
 std::string status_message(std::string_view text);
+std::string keep_alive_message();
 
 }  // namespace floodgate::app

@@ -3,6 +3,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <csignal>
 #include <utility>
 
@@ -49,12 +50,14 @@ int Process::start() {
               // The token of the active generation (a reload may change it).
               const std::string& token = gens_.active().config.admin.token;
               return token.empty() || AdminServer::bearer_token_matches(authorization, token);
-            }});
+            },
+            [this] { return watchdog_drain_reason(); }});
   } catch (const std::exception& e) {
     return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
                 e.what());
   }
   for (auto& r : reactors_) r->start();
+  start_watchdog();
   health_.start();
   health_.update(gens_.active().snapshot->generation, health_targets(*gens_.active().snapshot));
   spdlog::info("started {} worker(s); admin on {}; generation 1 ({})", workers,
@@ -126,6 +129,9 @@ void Process::wait_signal() {
 }
 
 void Process::begin_drain(int sig) {
+  // First: a reactor that finishes draining ends its loop, which the watchdog must not take for
+  // a stall (and systemd expects no keep-alive from a stopping service).
+  if (watchdog_) watchdog_->stop();
   draining_ = true;
   notifier_.stopping();
   const auto drain_timeout = gens_.active().snapshot->server.drain_timeout;
@@ -139,6 +145,35 @@ void Process::begin_drain(int sig) {
     force();
   });
   poll_done();
+}
+
+void Process::start_watchdog() {
+  std::vector<proxy::Reactor*> reactors;
+  for (auto& r : reactors_) reactors.push_back(r.get());
+  // The overload cause compares the adaptive ceiling's in-flight count with the ceiling now;
+  // with no ceiling (adaptive admission off), the front cap's count with the cap (0 = no cap:
+  // no overload cause). Both states are process-wide: the same objects in every generation.
+  WatchdogThread::PressureSource pressure = [front = gens_.active().snapshot->front_state,
+                                             protection =
+                                                 gens_.active().snapshot->protection.state] {
+    const auto count = [](int64_t n) { return static_cast<uint64_t>(std::max<int64_t>(0, n)); };
+    if (protection && protection->adaptive.ceiling() != 0) {
+      return WatchdogThread::Pressure{.in_flight = count(protection->adaptive.in_flight()),
+                                      .ceiling = protection->adaptive.ceiling()};
+    }
+    if (!front) return WatchdogThread::Pressure{};
+    return WatchdogThread::Pressure{.in_flight = count(front->inflight.in_flight()),
+                                    .ceiling = front->inflight.limit()};
+  };
+  watchdog_.emplace(std::move(reactors), std::move(pressure), notifier_);
+  watchdog_->configure(gens_.active().config.resilience.watchdog);
+}
+
+std::string Process::watchdog_drain_reason() const {
+  if (!watchdog_) return {};
+  const resilience::WatchdogCauses causes = watchdog_->drain_causes();
+  if (causes.empty()) return {};
+  return "draining: watchdog (" + causes.to_string() + ")";
 }
 
 void Process::force() {

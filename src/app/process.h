@@ -31,6 +31,7 @@
 #include "floodgate/resilience/memory_guard.h"
 #include "generations.h"
 #include "notify.h"
+#include "watchdog.h"
 
 namespace floodgate::app {
 
@@ -123,6 +124,12 @@ class Process {
 
   void control(const AdminServer::Request& req, const Reply& done);
 
+#ifdef FLOODGATE_FAULT_HOOKS
+  // POST /fault/...: the test-only fault hooks (fault_hooks.cpp; docs/operations.md, "Fault
+  // hooks"), in builds with FLOODGATE_TESTS=ON only.
+  void fault(const AdminServer::Request& req, const Reply& done);
+#endif
+
   // The file's text, or the reason it cannot be read in `text`.
   bool read_config_file(std::string& text);
 
@@ -134,6 +141,12 @@ class Process {
   void wait_signal();
 
   void begin_drain(int sig);
+
+  // The watchdog thread (watchdog.h), once the reactors run; install_everywhere() reconfigures
+  // it, begin_drain() stops it.
+  void start_watchdog();
+  // What /healthz says while the watchdog drains ("" when it does not).
+  std::string watchdog_drain_reason() const;
 
   void force();
 
@@ -183,6 +196,8 @@ class Process {
   std::chrono::system_clock::time_point last_success_ = std::chrono::system_clock::now();
   bool draining_ = false;
   Notifier notifier_;
+  // After the reactors and the notifier, so it ends first (stop(), at the latest here).
+  std::optional<WatchdogThread> watchdog_;
 };
 
 }  // namespace floodgate::app

@@ -20,6 +20,24 @@ void Process::log_front(const proxy::Snapshot& snap, const config::Config& cfg) 
                  snap.max_inflight, in.automatic ? "auto" : std::to_string(in.max_inflight),
                  in.mode == resilience::Mode::shadow ? ", shadow mode" : "");
   }
+  const resilience::AdaptiveAdmissionParams& a = cfg.resilience.adaptive_admission;
+  const resilience::AimdLimits& aimd = snap.protection.aimd;
+  if (!a.enabled) {
+    spdlog::info("adaptive ceiling: off (resilience.adaptive_admission.enabled = false)");
+  } else if (aimd.max == 0) {
+    spdlog::info("adaptive ceiling: off (no front cap and max_limit = 0)");
+  } else if (a.min_limit > aimd.min) {
+    spdlog::warn("adaptive ceiling: {} to {} requests (min_limit {} taken as the maximum){}",
+                 aimd.min, aimd.max, a.min_limit,
+                 snap.protection.params.adaptive_admission.mode == resilience::Mode::shadow
+                     ? ", shadow mode"
+                     : "");
+  } else {
+    spdlog::info("adaptive ceiling: {} to {} requests{}", aimd.min, aimd.max,
+                 snap.protection.params.adaptive_admission.mode == resilience::Mode::shadow
+                     ? ", shadow mode"
+                     : "");
+  }
 }
 
 void Process::render_front_metrics(PrometheusWriter& w) {
@@ -69,6 +87,7 @@ void Process::render_metrics(std::string& out) {
   }
   render_pool_metrics(w, *serving_, shards);
   render_front_metrics(w);
+  if (watchdog_) watchdog_->render_metrics(w);
   w.header("floodgate_access_log_dropped_total",
            "Access log lines dropped because the log queue was full.", MetricType::counter);
   w.sample("floodgate_access_log_dropped_total", {}, access_log_.dropped());

@@ -41,6 +41,18 @@ std::size_t block_size(std::size_t fields, std::size_t data) {
 }
 }  // namespace
 
+// The watchdog's ping. `outstanding` is set by ping() when it sends the node and cleared by the
+// loop when it runs it (the inbox has already unlinked it then: Poller::run_inbox reads `next`
+// before it runs a task). Atomic because the pinging thread and the reactor both write it;
+// release (loop) / acquire (ping) so that the next send follows the run that freed the node.
+struct Reactor::Heartbeat final : net::RemoteTask {
+  Heartbeat() noexcept
+      : RemoteTask([](RemoteTask& t) {
+          static_cast<Heartbeat&>(t).outstanding.store(false, std::memory_order_release);
+        }) {}
+  std::atomic<bool> outstanding{false};
+};
+
 Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, AccessLog& access_log,
                  const Clock& clock)
     : index_(index),
@@ -54,7 +66,8 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
                        snapshot->server.max_buffers_per_reactor),
       response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData),
                         kMaxFreeBuffers, snapshot->server.max_buffers_per_reactor),
-      metrics_(kMaxPools) {
+      metrics_(kMaxPools),
+      heartbeat_(std::make_unique<Heartbeat>()) {
   std::random_device rd;
   const uint64_t prefix =
       (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(index) << 56);
@@ -137,7 +150,9 @@ class Reactor::Listener final : public net::PollTarget {
       : reactor_(reactor),
         key_(std::move(key)),
         fd_(fd),
-        retry_([](void* self) { static_cast<Listener*>(self)->accept(); }, this) {}
+        retry_([](void* self) { static_cast<Listener*>(self)->accept(); }, this) {
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&bound_), &bound_len_);
+  }
   ~Listener() { close(); }
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
@@ -152,6 +167,27 @@ class Reactor::Listener final : public net::PollTarget {
     }
     fd_ = -1;
   }
+  // The watchdog's drain (pause_accepting): a listening socket that is shut down refuses new
+  // connections and resets those in its queue, yet keeps its address (HAProxy pauses its
+  // listeners so), and listen() makes it accept again. One bound to port 0 gives its port back
+  // when it is shut down: it is bound to the port it had again first (bind fails with EINVAL,
+  // harmlessly, on one that kept its address).
+  void pause() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  void resume() {
+    if (fd_ < 0) return;
+    // listen() on a socket without an address would pick an ephemeral port: never that.
+    const bool bound =
+        ::bind(fd_, reinterpret_cast<const sockaddr*>(&bound_), bound_len_) == 0 || errno == EINVAL;
+    if (!bound || ::listen(fd_, SOMAXCONN) != 0) {
+      char text[128];
+      spdlog::error("listener {}: cannot accept again after the watchdog's drain: {}", key_,
+                    ::strerror_r(errno, text, sizeof(text)));
+      return;
+    }
+    reactor_.poller_->defer(*this);  // connections that queued since
+  }
   // While backing off, a wakeup waits for the retry: the queue is drained then.
   void on_poll(uint32_t) override {
     if (!retry_.armed()) accept();
@@ -162,7 +198,7 @@ class Reactor::Listener final : public net::PollTarget {
 
  private:
   void accept() {
-    if (fd_ < 0 || reactor_.draining_) return;
+    if (fd_ < 0 || reactor_.draining_ || reactor_.accept_paused_) return;
     for (int n = 0; n < kAcceptBatch; ++n) {
       sockaddr_storage peer{};
       socklen_t len = sizeof(peer);
@@ -223,6 +259,8 @@ class Reactor::Listener final : public net::PollTarget {
   Reactor& reactor_;
   const std::string key_;  // the listen address as configured
   int fd_;
+  sockaddr_storage bound_{};  // the address it was bound to, port 0 resolved
+  socklen_t bound_len_ = sizeof(bound_);
   TimerWheel::Entry retry_;
   LogThrottle log_{std::chrono::seconds(1)};  // accept failures: one line a second at most
   bool failing_ = false;                      // from a failure until a line says it is over
@@ -321,7 +359,11 @@ void Reactor::add_listener(int fd, std::string key) {
     }
     try {
       adopt_listener(fd, std::move(key));
-      poller_->defer(*listeners_.back());  // connections that queued meanwhile
+      if (accept_paused_) {
+        listeners_.back()->pause();
+      } else {
+        poller_->defer(*listeners_.back());  // connections that queued meanwhile
+      }
     } catch (const std::exception&) {
       listeners_.pop_back();  // closes it; the main thread logged the address already
     }
@@ -368,6 +410,27 @@ void Reactor::join() {
 void Reactor::post(std::function<void()> f) {
   asio::post(io_, std::move(f));
   poller_->wake();
+}
+
+bool Reactor::ping() noexcept {
+  if (heartbeat_->outstanding.load(std::memory_order_acquire)) return false;
+  heartbeat_->outstanding.store(true, std::memory_order_relaxed);  // this thread alone sets it
+  poller_->send(*heartbeat_);
+  return true;
+}
+
+void Reactor::pause_accepting(bool paused) {
+  post([this, paused] {
+    if (draining_ || accept_paused_ == paused) return;
+    accept_paused_ = paused;
+    for (auto& l : listeners_) {
+      if (paused) {
+        l->pause();
+      } else {
+        l->resume();
+      }
+    }
+  });
 }
 
 void Reactor::next_request_id(char* out) {

@@ -192,10 +192,13 @@ class Brownout(ProtectionTestCase):
     def test_brownout_sheds_an_upstream_that_is_not_core_and_keeps_the_core_one(self):
         held = [Held(self, self.core, "b-%d" % i, "core.test") for i in range(9)]  # 90% of 10
         try:
+            self.assertEqual(self.status()["adaptive_admission"],
+                             {"ceiling": 10, "in_flight": 9, "min": 10, "max": 10})
             r = self.fg.get("/echo", host="extra.test")
             self.assertShed(r, "brownout", "2")
             self.assertEqual(self.extra.request_count, 0)
             self.assertEqual(self.metric("floodgate_brownout_active"), 1)
+            self.assertEqual(self.status()["brownout"], {"enabled": True, "active": True})
             self.assertEqual(self.fg.get("/echo", host="core.test").status, 200)
         finally:
             for h in held:
@@ -236,6 +239,11 @@ class RouteCaps(ProtectionTestCase):
             self.assertShed(self.fg.get("/echo", host="core.test"), "global_cap",
                             "4")
             self.assertEqual(self.metric("floodgate_global_cap_inflight"), 3)
+            status = self.status()
+            self.assertEqual(status["global_cap"], {"limit": 3, "in_flight": 3})
+            pools = {p["name"]: p for p in status["pools"]}
+            self.assertEqual(pools["extra"]["route_cap"], {"limit": 2, "in_flight": 2})
+            self.assertEqual(pools["core"]["route_cap"], {"limit": 512, "in_flight": 1})
         finally:
             for h in held:
                 self.assertEqual(h.release().status, 200)

@@ -3,9 +3,9 @@
 // connections, its own buffers, timers and metrics shard. A request never changes thread.
 //
 // Thread-safety: the constructor, listen() and start() run on the main thread before the
-// reactor thread exists. post(), drain(), force_close() and join() may be called from any
-// thread (they post to the reactor). metrics() may be read from any thread (relaxed atomics). All
-// other state is touched only on the reactor thread.
+// reactor thread exists. post(), drain(), force_close(), pause_accepting() and join() may be
+// called from any thread (they post to the reactor), and ping() from the watchdog's. metrics() may
+// be read from any thread (relaxed atomics). All other state is touched only on the reactor thread.
 #pragma once
 
 #include <atomic>
@@ -89,6 +89,18 @@ class Reactor {
   // Runs `f` on the reactor thread soon (any thread).
   void post(std::function<void()> f);
 
+  // The watchdog's heartbeat (app/watchdog.h), from one pinging thread at a time. Sends the
+  // reactor's one embedded ping task through its inbox and returns true, unless the previous
+  // ping is still unanswered: then it sends nothing and returns false. The loop answers a ping
+  // on its next turn, so an idle reactor (waiting in the kernel) answers at once, and only a
+  // loop that does not turn leaves one unanswered. No allocation, no lock.
+  bool ping() noexcept;
+  // The watchdog's drain, which is not a shutdown (posted): with `paused`, stops accepting on
+  // every listener (the kernel refuses new connections; the listeners stay bound) and on those
+  // added later, while connections and requests carry on; without, accepts again. No effect
+  // once drain() or force_close() ran.
+  void pause_accepting(bool paused);
+
   const ReactorMetrics& metrics() const { return metrics_; }
   uint64_t cut_requests() const { return cut_requests_.load(std::memory_order_relaxed); }
   // True once the reactor thread has ended (after drain or force_close).
@@ -134,6 +146,7 @@ class Reactor {
  private:
   class Listener;
   class Ticker;
+  struct Heartbeat;  // the ping task (reactor.cpp)
   struct Layout {
     std::size_t request_fields;
     std::size_t request_data;
@@ -164,11 +177,14 @@ class Reactor {
   ClientConn* clients_ = nullptr;  // intrusive list of open client connections
   std::size_t client_count_ = 0;
   bool draining_ = false;
+  bool accept_paused_ = false;  // pause_accepting(true) is in force
   bool stopped_ = false;
   char next_id_[32] = {};  // the last request id handed out (hex digits, no terminator)
   std::atomic<uint64_t> cut_requests_{0};  // read by the main thread after join
   std::atomic<bool> finished_{false};
   std::unique_ptr<Resolver> resolver_;  // made on first use; posts into io_, so it ends first
+  // The watchdog's ping. It outlives the loop: a ping sent after the loop ended is never run.
+  std::unique_ptr<Heartbeat> heartbeat_;
   std::thread thread_;
 };
 

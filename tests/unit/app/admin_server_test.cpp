@@ -10,6 +10,7 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -55,6 +56,10 @@ class AdminServerTest : public ::testing::Test {
         },
         [](std::string_view authorization) {
           return AdminServer::bearer_token_matches(authorization, kToken);
+        },
+        [this] {
+          const std::lock_guard lock(drain_reason_mutex_);
+          return drain_reason_;
         }};
     server_.emplace(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), h, p);
     port_ = server_->local_endpoint().port();
@@ -117,7 +122,22 @@ class AdminServerTest : public ::testing::Test {
   std::thread thread_;
   uint16_t port_ = 0;
   std::atomic<int> control_calls_{0};
+  std::mutex drain_reason_mutex_;
+  std::string drain_reason_;  // what the drain_reason handler answers
 };
+
+TEST_F(AdminServerTest, HealthzAnswers200WhileNoDrainReasonIsGiven) {
+  start(AdminParams{});
+  EXPECT_TRUE(exchange("GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+}
+
+TEST_F(AdminServerTest, HealthzAnswers503WithTheDrainReasonWhileThereIsOne) {
+  drain_reason_ = "draining: watchdog (poll_stall)";
+  start(AdminParams{});
+  const std::string answer = exchange("GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 503 ")) << answer;
+  EXPECT_TRUE(answer.ends_with("\r\n\r\ndraining: watchdog (poll_stall)\n")) << answer;
+}
 
 TEST_F(AdminServerTest, AHeadNotCompleteBeforeTheDeadlineIsAnswered408) {
   start(AdminParams{.head_timeout = 50ms});

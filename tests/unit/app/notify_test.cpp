@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <string>
@@ -122,6 +123,27 @@ TEST(Notifier, LeavesNotifySocketInTheEnvironment) {
   FakeNotifySocket systemd;
   Notifier().ready(1);
   EXPECT_NE(std::getenv("NOTIFY_SOCKET"), nullptr);
+}
+
+TEST(Notifier, ReadsTheWatchdogIntervalSystemdSetsAndSendsKeepAlives) {
+  FakeNotifySocket systemd;
+  ::setenv("WATCHDOG_USEC", "30000000", 1);
+  ::unsetenv("WATCHDOG_PID");
+  const Notifier notifier;
+  ::unsetenv("WATCHDOG_USEC");
+  EXPECT_EQ(notifier.watchdog_interval(), std::chrono::seconds(30));
+  notifier.keep_alive();
+  EXPECT_EQ(systemd.receive(), "WATCHDOG=1");
+}
+
+TEST(Notifier, ExpectsNoKeepAliveWhenTheWatchdogIsMeantForAnotherProcess) {
+  FakeNotifySocket systemd;
+  ::setenv("WATCHDOG_USEC", "30000000", 1);
+  ::setenv("WATCHDOG_PID", "1", 1);
+  const Notifier notifier;
+  ::unsetenv("WATCHDOG_USEC");
+  ::unsetenv("WATCHDOG_PID");
+  EXPECT_EQ(notifier.watchdog_interval(), std::chrono::microseconds(0));
 }
 
 TEST(Notifier, IsDisabledWithoutNotifySocket) {

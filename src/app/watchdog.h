@@ -1,0 +1,149 @@
+// WatchdogThread: the watchdog of issue 14 ([resilience.watchdog]; docs/operations.md,
+// "Watchdog") and systemd's WATCHDOG=1 keep-alive, on one thread of their own, never a
+// reactor's.
+//
+// What it watches, every tick:
+//   - each reactor's heartbeat: it sends the reactor's embedded ping (Reactor::ping) unless the
+//     previous one is unanswered, and times how long an unanswered one has waited. An idle
+//     reactor, blocked in the kernel, answers at once (the ping wakes it); only a loop that
+//     does not turn leaves a ping waiting. No allocation per ping on either side;
+//   - at the end of each check_interval (when [resilience.watchdog] is enabled): the requests
+//     settled on an upstream in the window and the upstream timeouts among them (the reactors'
+//     metrics shards, summed as /metrics sums them: floodgate_requests_total with a non-empty
+//     upstream label, and floodgate_responses_generated_total for upstream_timeout and
+//     upstream_connect_timeout), and in-flight against the ceiling (a PressureSource).
+// The window goes to resilience::Watchdog, which decides; this class acts:
+//   - drain: every reactor stops accepting (Reactor::pause_accepting: the listeners refuse new
+//     connections, established ones and requests in flight carry on), /healthz answers 503
+//     (drain_causes()), sd_notify STATUS= names the causes;
+//   - restart: runs restart_command with posix_spawn (no shell, argv as configured, stdin
+//     /dev/null, stdout and stderr both floodgate's stderr, i.e. the process log's stream; no
+//     other descriptor inherited; default signal mask and SIGPIPE disposition), then stops
+//     draining. The child is reaped by this thread (waitpid WNOHANG every tick) and its exit
+//     status logged; one still running when the thread stops is left to init;
+//   - report: a warning and a STATUS= line, once per episode (until a healthy window), so a
+//     lasting problem does not flood the log.
+// Under systemd with WatchdogSec= (WATCHDOG_USEC), it sends WATCHDOG=1 every half interval
+// while every reactor is fresh (no ping unanswered for min(poll_stall_timeout, half the
+// interval)), whether [resilience.watchdog] is enabled or not: a wedged process is then
+// restarted by systemd.
+//
+// Thread-safety: construct, configure() and stop() on the main thread; drain_causes() and
+// render_metrics() from any thread (atomics). The reactors, the PressureSource's targets and
+// the Notifier must outlive stop(); the destructor stops. stop() is final (the shutdown drain
+// calls it, so a reactor that ended its loop is never taken for a stalled one).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "floodgate/core/clock.h"
+#include "floodgate/metrics/prometheus.h"
+#include "floodgate/proxy/reactor.h"
+#include "floodgate/resilience/params.h"
+#include "floodgate/resilience/watchdog.h"
+#include "notify.h"
+
+namespace floodgate::app {
+
+class WatchdogThread {
+ public:
+  // What the overload cause compares: requests in flight and the ceiling they are admitted
+  // under (0 = none: no overload cause). Called on the watchdog thread once per window.
+  struct Pressure {
+    uint64_t in_flight = 0;
+    uint64_t ceiling = 0;
+  };
+  using PressureSource = std::function<Pressure()>;
+
+  WatchdogThread(std::vector<proxy::Reactor*> reactors, PressureSource pressure,
+                 const Notifier& notifier, const Clock& clock = Clock::steady());
+  ~WatchdogThread();
+  WatchdogThread(const WatchdogThread&) = delete;
+  WatchdogThread& operator=(const WatchdogThread&) = delete;
+
+  // The active generation's [resilience.watchdog] (start, reload, rollback). Starts the thread
+  // the first time it is needed (enabled, or systemd expects keep-alives); the thread takes the
+  // new parameters at once. Turning the watchdog off ends a drain in progress.
+  void configure(const resilience::WatchdogParams& params);
+  // Ends the thread (it wakes at once; joins). No drain, restart or keep-alive after it.
+  void stop();
+
+  // The causes of the watchdog's drain in progress; empty when there is none.
+  resilience::WatchdogCauses drain_causes() const {
+    return resilience::WatchdogCauses::from_bits(drain_causes_.load(std::memory_order_acquire));
+  }
+
+  // floodgate_watchdog_* (docs/metrics.md).
+  void render_metrics(PrometheusWriter& w) const;
+
+ private:
+  // Counts read by the scrape; relaxed: each is a monotonic count, read alone.
+  struct Counters {
+    std::array<std::atomic<uint64_t>, resilience::kWatchdogCauses> unhealthy{};
+    std::atomic<uint64_t> reports{0};
+    std::atomic<uint64_t> drains{0};
+    std::atomic<uint64_t> restarts{0};
+    std::atomic<uint64_t> restart_failures{0};
+  };
+  struct Totals {
+    uint64_t settled = 0;
+    uint64_t timeouts = 0;
+  };
+
+  void run();
+  void apply(const resilience::WatchdogParams& params, Clock::time_point now);
+  void tick(Clock::time_point now);
+  void ping_all(Clock::time_point now);
+  void judge(Clock::time_point now);
+  void keep_alive(Clock::time_point now);
+  Totals totals() const;
+  Clock::duration period() const;
+  void begin_drain(const resilience::WatchdogVerdict& v);
+  void end_drain(const std::string& why);
+  void report(const resilience::WatchdogVerdict& v, const resilience::WatchdogObservation& o);
+  void restart();
+  void reap();
+
+  const std::vector<proxy::Reactor*> reactors_;
+  const PressureSource pressure_;
+  const Notifier& notifier_;
+  const Clock& clock_;
+  const std::chrono::microseconds systemd_interval_;  // WATCHDOG_USEC; 0 = no keep-alive
+
+  // The main thread hands parameters and the stop to the thread under the mutex.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::optional<resilience::WatchdogParams> pending_;  // guarded by mutex_
+  bool stopping_ = false;                              // guarded by mutex_
+  bool stopped_ = false;                               // main thread: stop() ran
+  std::thread thread_;
+
+  // The thread's own state (before start and after join: the main thread's).
+  resilience::WatchdogParams params_;
+  std::optional<resilience::Watchdog> decisions_;
+  std::vector<Clock::time_point> ping_sent_;  // per reactor: its last ping
+  std::vector<Clock::duration> unanswered_;   // per reactor: how long it has waited
+  Totals window_start_;                       // the counts when this window began
+  Clock::time_point next_check_{};            // the end of this window
+  Clock::time_point next_keep_alive_{};
+  bool withheld_ = false;        // a keep-alive is being withheld for a stalled reactor
+  bool reported_ = false;        // an unhealthy episode was reported; a healthy window ends it
+  std::vector<pid_t> children_;  // restart commands not reaped yet
+
+  std::atomic<uint8_t> drain_causes_{0};  // read by /healthz on the main thread
+  Counters counters_;
+};
+
+}  // namespace floodgate::app

@@ -1,0 +1,212 @@
+"""The watchdog ([resilience.watchdog], docs/operations.md "Watchdog") end to end: a reactor
+stalled on purpose (the test-only fault hook POST /fault/stall, in builds with FLOODGATE_FAULT_HOOKS=ON only)
+makes floodgate drain (/healthz 503, new connections refused), then run restart_command once
+with its arguments as configured (no shell), then serve again; without restart_command it only
+reports; under systemd with WATCHDOG_USEC it withholds WATCHDOG=1 while a reactor is stalled;
+`floodgate check` refuses restart_hook. Every wait polls with a deadline."""
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+import unittest
+from unittest import mock
+
+from backend import Backend
+from harness import Conn, Floodgate, FloodgateTestCase, floodgate_bin, poll, upstream
+from test_systemd import NotifySocket
+
+# Short windows so that a test takes a few seconds: a stall is seen after poll_stall_timeout
+# (300 ms) plus at most one check, and acted on at the second unhealthy check in a row.
+WATCHDOG = {"enabled": True, "check_interval": "100ms", "poll_stall_timeout": "300ms",
+            "unhealthy_consecutive_windows": 2, "drain_grace": "2s", "restart_cooldown": "60s"}
+# A stall long enough to be acted on, short enough to end well inside drain_grace (the stalled
+# reactor pauses its listener once it turns again).
+STALL_MS = 1200
+
+
+def admin_post(port, path, body):
+    with Conn(port) as c:
+        return c.request("POST", path, body=json.dumps(body).encode(),
+                         host="127.0.0.1:%d" % port, headers=[("Connection", "close")])
+
+
+def healthz(fg):
+    with Conn(fg.admin_port) as c:
+        r = c.request("GET", "/healthz", host="127.0.0.1", headers=[("Connection", "close")])
+    return r.status, r.body.decode()
+
+
+def text_of(path):
+    """The file's text, "" while it does not exist."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def refuses_connections(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+class Watchdog(FloodgateTestCase):
+    """Each test runs its own floodgate (self.fg)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+
+    def setUp(self):
+        self.fg = None
+        self.tmp = tempfile.mkdtemp(prefix="floodgate-watchdog-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def tearDown(self):
+        if self.fg is not None:
+            rc = self.fg.stop()
+            self.fg.cleanup()
+            self.assertEqual(rc, 0, "floodgate exited with %r after SIGTERM" % rc)
+
+    def start(self, watchdog=None, fg_class=Floodgate, **kwargs):
+        resilience = {"watchdog": watchdog} if watchdog is not None else None
+        # drain_grace (2 s) may not be shorter than drain_timeout.
+        self.fg = fg_class(upstreams=[upstream("app", [self.backend])], workers=2,
+                           server={"drain_timeout": "1s"}, resilience=resilience, **kwargs)
+        try:
+            self.fg.start()
+        except BaseException:
+            self.fg.cleanup()
+            self.fg = None
+            raise
+        return self.fg
+
+    def stall(self, reactor=0, ms=STALL_MS):
+        r = admin_post(self.fg.admin_port, "/fault/stall", {"reactor": reactor, "ms": ms})
+        if r.status == 404:
+            self.skipTest("this floodgate has no fault hooks (build it with -DFLOODGATE_FAULT_HOOKS=ON, "
+                          "as scripts/test.sh does)")
+        self.assertEqual(r.status, 200, r)
+        return time.monotonic()
+
+    def recorder(self):
+        """An executable that appends its arguments, one per line, then a line "--", to a file;
+        returns (its path, the file's path)."""
+        script = os.path.join(self.tmp, "restart.sh")
+        record = os.path.join(self.tmp, "calls.txt")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nfor a in \"$@\"; do printf '%%s\\n' \"$a\"; done >> %s\n"
+                    "echo -- >> %s\n" % (record, record))
+        os.chmod(script, stat.S_IRWXU)
+        return script, record
+
+    def metric(self, name, **labels):
+        return self.fg.metrics().value(name, **labels)
+
+    def test_a_stalled_reactor_drains_then_runs_the_restart_command_once_then_serves(self):
+        script, record = self.recorder()
+        command = [script, "--reason", "two words", "$HOME", ""]
+        self.start(dict(WATCHDOG, restart_command=command))
+        self.assertEqual(healthz(self.fg)[0], 200)
+        self.stall()
+
+        status, body = poll(lambda: (lambda s: s if s[0] == 503 else None)(healthz(self.fg)),
+                            what="/healthz to answer 503 during the watchdog's drain")
+        self.assertIn("watchdog", body)
+        self.assertIn("poll_stall", body)
+        self.assertEqual(self.metric("floodgate_watchdog_draining"), 1)
+        poll(lambda: refuses_connections(self.fg.port),
+             what="new connections to be refused once the stalled reactor turns again")
+        self.assertEqual(text_of(record), "", "restart_command ran before drain_grace")
+
+        poll(lambda: text_of(record).endswith("--\n"),
+             what="restart_command to run after drain_grace")
+        poll(lambda: healthz(self.fg)[0] == 200, what="/healthz 200 once restart_command ran")
+        # Every reactor accepts again: SO_REUSEPORT spreads these over both listeners, and a
+        # listener left paused would refuse some, one left unpolled would leave some unanswered.
+        for _ in range(20):
+            self.assertEqual(self.fg.get("/echo").status, 200)
+        poll(lambda: self.metric("floodgate_watchdog_restarts_total") == 1,
+             what="floodgate_watchdog_restarts_total 1")
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_watchdog_drains_total"), 1)
+        self.assertEqual(m.value("floodgate_watchdog_draining"), 0)
+        self.assertEqual(m.value("floodgate_watchdog_restart_failures_total"), 0)
+        self.assertGreaterEqual(
+            m.value("floodgate_watchdog_unhealthy_windows_total", cause="poll_stall"), 2)
+        self.assertEqual(m.value("floodgate_watchdog_unhealthy_windows_total",
+                                 cause="timeout_rate"), 0)
+        # Once, each argument as configured: no shell, no splitting, no expansion.
+        self.assertEqual(text_of(record), "--reason\ntwo words\n$HOME\n\n--\n")
+
+    def test_without_a_restart_command_a_stall_is_only_reported(self):
+        self.start(dict(WATCHDOG))
+        self.stall()
+        poll(lambda: self.metric("floodgate_watchdog_reports_total") >= 1,
+             what="the watchdog to report the stall")
+        self.assertEqual(healthz(self.fg)[0], 200)
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_watchdog_drains_total"), 0)
+        self.assertEqual(m.value("floodgate_watchdog_draining"), 0)
+        self.assertGreaterEqual(
+            m.value("floodgate_watchdog_unhealthy_windows_total", cause="poll_stall"), 2)
+        self.assertEqual(self.fg.get("/echo").status, 200)  # served once the stall is over
+
+    def test_under_systemd_a_stalled_reactor_withholds_watchdog_keep_alives(self):
+        notify = NotifySocket()
+        self.addCleanup(notify.close)
+        with mock.patch.dict(os.environ, {"NOTIFY_SOCKET": notify.path,
+                                          "WATCHDOG_USEC": "400000"}):
+            self.start(watchdog=None)  # [resilience.watchdog] off: systemd's watchdog alone
+
+        def keep_alives_until(deadline):
+            arrivals = []
+            while time.monotonic() < deadline:
+                try:
+                    _, fields = notify.receive(timeout=max(0.01, deadline - time.monotonic()))
+                except AssertionError:
+                    break
+                if fields.get("WATCHDOG") == "1":
+                    arrivals.append(time.monotonic())
+            return arrivals
+
+        before = keep_alives_until(time.monotonic() + 1.0)
+        self.assertGreaterEqual(len(before), 3, "WATCHDOG=1 every 200 ms expected")
+        began = self.stall(ms=1500)
+        during = keep_alives_until(began + 1.3)
+        after = keep_alives_until(began + 3.0)
+        # Fresh means no ping unanswered for 200 ms (half of WATCHDOG_USEC): at most the
+        # keep-alives of the stall's first moments, then none until the reactor turns again.
+        self.assertTrue(all(t < began + 0.5 for t in during), (began, during))
+        self.assertTrue(any(t > began + 1.5 for t in after), "no WATCHDOG=1 after the stall")
+
+    def test_the_shipped_unit_asks_systemd_for_keep_alives(self):
+        unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config",
+                            "floodgate.service")
+        self.assertRegex(text_of(unit), r"(?m)^WatchdogSec=30s$")
+
+    def test_check_refuses_restart_hook_and_names_restart_command(self):
+        path = os.path.join(self.tmp, "floodgate.toml")
+        with open(path, "w") as f:
+            f.write('[[upstreams]]\nname = "app"\nservers = ["127.0.0.1:9000"]\n'
+                    '[[routes]]\nupstream = "app"\n'
+                    '[resilience.watchdog]\nrestart_hook = "/usr/local/bin/restart-floodgate"\n')
+        p = subprocess.run([floodgate_bin(), "check", "-c", path], capture_output=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 1, p)
+        out = p.stdout.decode()
+        self.assertIn("resilience.watchdog.restart_hook", out)
+        self.assertIn('restart_command = ["/usr/local/bin/restart-floodgate"]', out)
+
+
+if __name__ == "__main__":
+    unittest.main()
