@@ -35,6 +35,14 @@ void labelled_counter(PrometheusWriter& w,
   }
 }
 
+// The metric label of each reason in `reasons` (its X-Floodgate-Reason name).
+template <std::size_t N>
+constexpr std::array<std::string_view, N> reason_labels(const std::array<Reason, N>& reasons) {
+  std::array<std::string_view, N> names{};
+  for (std::size_t i = 0; i < N; ++i) names[i] = info(reasons[i]).name;
+  return names;
+}
+
 }  // namespace
 
 void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
@@ -79,20 +87,13 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
       "Requests that got a slot of the pool, at once or after waiting.",
       [](const ReactorMetrics& m, uint32_t id) -> const Counter& { return m.pool_admitted(id); });
 
-  constexpr std::string_view kRejected = "floodgate_pool_rejected_total";
-  w.header(kRejected,
-           "Requests the pool turned away with 503, by X-Floodgate-Reason: proxy_overloaded, "
-           "pending_timeout, generation_retired, no_eligible_backend.",
-           MetricType::counter);
-  for (const auto& up : pools) {
-    for (std::size_t r = 0; r < kPoolRejections.size(); ++r) {
-      const Label labels[] = {{"upstream", up->params.name},
-                              {"reason", info(kPoolRejections[r]).name}};
-      w.sample(kRejected, labels, sum(shards, [&](const ReactorMetrics& m) {
-                 return m.pool_rejected(up->id, r).value();
-               }));
-    }
-  }
+  static constexpr auto kPoolReasons = reason_labels(kPoolRejections);
+  labelled_counter(w, pools, shards, "floodgate_pool_rejected_total",
+                   "Requests the pool turned away with 503, by X-Floodgate-Reason: "
+                   "proxy_overloaded, pending_timeout, generation_retired, no_eligible_backend.",
+                   "reason", kPoolReasons, [](const ReactorMetrics& m, uint32_t id, std::size_t r) {
+                     return m.pool_rejected(id, r).value();
+                   });
 
   counter(
       "floodgate_pool_queue_abandoned_total",
@@ -254,11 +255,7 @@ void render_protection_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
     const Label labels[] = {{"to", to_active ? "active" : "inactive"}};
     w.sample(kTransitions, labels, state.brownout.transitions(to_active));
   }
-  static constexpr std::array<std::string_view, kProtectionRejections.size()> kReasons = [] {
-    std::array<std::string_view, kProtectionRejections.size()> names{};
-    for (std::size_t i = 0; i < names.size(); ++i) names[i] = info(kProtectionRejections[i]).name;
-    return names;
-  }();
+  static constexpr auto kReasons = reason_labels(kProtectionRejections);
   labelled_counter(w, pools, shards, "floodgate_protection_rejected_total",
                    "Requests the local protection turned away with 503, by reason: brownout "
                    "(shed: not a core upstream), adaptive_limit, route_cap, global_cap.",
