@@ -43,17 +43,24 @@ constexpr std::array<std::string_view, N> reason_labels(const std::array<Reason,
   return names;
 }
 
+// A family with one sample per pool, labelled by its name: value(pool).
+template <class Value>
+void per_pool_family(PrometheusWriter& w,
+                     const std::vector<std::shared_ptr<proxy::Upstream>>& pools,
+                     std::string_view name, std::string_view help, MetricType type, Value value) {
+  w.header(name, help, type);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(name, labels, value(*up));
+  }
+}
+
 }  // namespace
 
 void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {
   const auto& pools = serving.upstreams;
-  // One sample per pool, labelled by its name.
   auto per_pool = [&](std::string_view name, std::string_view help, MetricType type, auto value) {
-    w.header(name, help, type);
-    for (const auto& up : pools) {
-      const Label labels[] = {{"upstream", up->params.name}};
-      w.sample(name, labels, value(*up));
-    }
+    per_pool_family(w, pools, name, help, type, value);
   };
   auto gauge = [&](std::string_view name, std::string_view help, auto value) {
     per_pool(name, help, MetricType::gauge, value);
@@ -262,20 +269,14 @@ void render_protection_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
                    "reason", kReasons, [](const ReactorMetrics& m, uint32_t id, std::size_t r) {
                      return m.protection_rejected(id, r).value();
                    });
-  constexpr std::string_view kCap = "floodgate_route_cap";
-  w.header(kCap, "Each upstream's concurrent cap (resilience.route_queue).", MetricType::gauge);
-  for (const auto& up : pools) {
-    const Label labels[] = {{"upstream", up->params.name}};
-    w.sample(kCap, labels, uint64_t{up->route_cap});
-  }
-  constexpr std::string_view kCapInflight = "floodgate_route_cap_inflight";
-  w.header(kCapInflight, "Requests holding a permit of each upstream's route cap.",
-           MetricType::gauge);
-  for (const auto& up : pools) {
-    const Label labels[] = {{"upstream", up->params.name}};
-    w.sample(kCapInflight, labels,
-             static_cast<uint64_t>(std::max<int64_t>(0, up->pool->route_cap.active())));
-  }
+  per_pool_family(w, pools, "floodgate_route_cap",
+                  "Each upstream's concurrent cap (resilience.route_queue).", MetricType::gauge,
+                  [](const proxy::Upstream& up) { return uint64_t{up.route_cap}; });
+  per_pool_family(w, pools, "floodgate_route_cap_inflight",
+                  "Requests holding a permit of each upstream's route cap.", MetricType::gauge,
+                  [](const proxy::Upstream& up) {
+                    return static_cast<uint64_t>(std::max<int64_t>(0, up.pool->route_cap.active()));
+                  });
   single("floodgate_global_cap", "The cap on routed requests across upstreams.", MetricType::gauge,
          uint64_t{serving.protection.global_cap});
   single("floodgate_global_cap_inflight", "Requests holding a permit of the global cap.",

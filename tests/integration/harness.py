@@ -673,6 +673,15 @@ def chunked(*parts, trailers=()):
     return out
 
 
+def refuses_connections(port):
+    """True when nothing accepts on 127.0.0.1:`port` (the listeners are closed or paused)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return False
+    except OSError:
+        return True
+
+
 # --- test cases ----------------------------------------------------------------------------
 
 class FloodgateTestCase(unittest.TestCase):
@@ -742,3 +751,32 @@ class FloodgateTestCase(unittest.TestCase):
         for b in backends:
             self.assertEqual(b.request_count, 0, "a request reached backend %s: %r"
                              % (b.name, [x.raw_head for x in b.snapshot()]))
+
+
+class OwnFloodgateTestCase(FloodgateTestCase):
+    """Each test runs its own floodgate (self.fg, started with launch()), for tests that end it
+    or need one configured their way, against one backend, app-0, that the class shares."""
+
+    @classmethod
+    def setUpClass(cls):
+        from backend import Backend  # the harness needs it only here
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+
+    def setUp(self):
+        self.fg = None
+
+    def tearDown(self):
+        if self.fg is not None:
+            self.fg.cleanup()
+
+    def launch(self, fg):
+        """Starts `fg` as this test's floodgate; cleans it up if it cannot start."""
+        self.fg = fg
+        try:
+            fg.start()
+        except BaseException:
+            fg.cleanup()
+            self.fg = None
+            raise
+        return fg

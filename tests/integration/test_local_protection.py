@@ -5,15 +5,13 @@ it back up; brownout sheds an upstream that is not core and keeps a core one; th
 global caps; shadow mode; and a reload of each key under load."""
 
 import json
-import os
-import signal
 import threading
 import unittest
 
 from backend import Backend
-from harness import (ConnectionClosed, FloodgateTestCase, admin_get, build_request, poll,
-                     render_toml, route, upstream)
+from harness import ConnectionClosed, build_request, poll, route, upstream
 from test_admission import Held
+from test_front_stages import FrontTestCase
 
 PROTECTION_REASONS = ("brownout", "adaptive_limit", "route_cap", "global_cap")
 
@@ -68,20 +66,16 @@ class Load:
         return self
 
 
-class ProtectionTestCase(FloodgateTestCase):
-    def metric(self, name, **labels):
-        return self.fg.metrics().value(name, **labels) or 0
-
-    def status(self):
-        return json.loads(admin_get(self.fg.admin_port, "/status")[2])
-
-    def reload(self, resilience):
-        before = self.status()["generation"]
-        self.fg.resilience = resilience
-        with open(self.fg.config_path, "w") as f:
-            f.write(render_toml(self.fg.config()))
-        self.fg.signal(signal.SIGHUP)
-        poll(lambda: self.status()["generation"] > before, what="a new generation")
+class ProtectionTestCase(FrontTestCase):  # metric(), status(), reload()
+    @classmethod
+    def start_two(cls, resilience):
+        """Two upstreams, core and extra, each with its own backend, routed by host."""
+        cls.core, cls.extra = Backend("core").start(), Backend("extra").start()
+        cls.backends = [cls.core, cls.extra]
+        cls.fg = cls.start_floodgate(
+            [upstream("core", [cls.core]), upstream("extra", [cls.extra])],
+            routes=[route("core", host="core.test"), route("extra", host="extra.test")],
+            resilience=resilience)
 
     def assertShed(self, r, reason, retry_after):
         self.assertGenerated(r, 503, reason)
@@ -180,14 +174,9 @@ class AdaptiveCeiling(ProtectionTestCase):
 class Brownout(ProtectionTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.core, cls.extra = Backend("core").start(), Backend("extra").start()
-        cls.backends = [cls.core, cls.extra]
-        cls.fg = cls.start_floodgate(
-            [upstream("core", [cls.core]), upstream("extra", [cls.extra])],
-            routes=[route("core", host="core.test"), route("extra", host="extra.test")],
-            resilience={"adaptive_admission": {"min_limit": 10, "max_limit": 10},
-                        "brownout": {"core_routes": ["core"]},
-                        "route_queue": {"retry_after": "2s"}})
+        cls.start_two({"adaptive_admission": {"min_limit": 10, "max_limit": 10},
+                       "brownout": {"core_routes": ["core"]},
+                       "route_queue": {"retry_after": "2s"}})
 
     def test_brownout_sheds_an_upstream_that_is_not_core_and_keeps_the_core_one(self):
         held = [Held(self, self.core, "b-%d" % i, "core.test") for i in range(9)]  # 90% of 10
@@ -219,13 +208,8 @@ class Brownout(ProtectionTestCase):
 class RouteCaps(ProtectionTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.core, cls.extra = Backend("core").start(), Backend("extra").start()
-        cls.backends = [cls.core, cls.extra]
-        cls.fg = cls.start_floodgate(
-            [upstream("core", [cls.core]), upstream("extra", [cls.extra])],
-            routes=[route("core", host="core.test"), route("extra", host="extra.test")],
-            resilience={"route_queue": {"caps": {"extra": 2}, "global_cap": 3,
-                                        "retry_after": "4s"}})
+        cls.start_two({"route_queue": {"caps": {"extra": 2}, "global_cap": 3,
+                                       "retry_after": "4s"}})
 
     def test_a_full_route_cap_and_a_full_global_cap_answer_503_with_retry_after(self):
         self.assertEqual(self.metric("floodgate_route_cap", upstream="extra"), 2)
@@ -293,11 +277,7 @@ class ShadowMode(ProtectionTestCase):
 class ReloadUnderLoad(ProtectionTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.core, cls.extra = Backend("core").start(), Backend("extra").start()
-        cls.backends = [cls.core, cls.extra]
-        cls.fg = cls.start_floodgate(
-            [upstream("core", [cls.core]), upstream("extra", [cls.extra])],
-            routes=[route("core", host="core.test"), route("extra", host="extra.test")])
+        cls.start_two(None)
 
     def test_each_key_reloads_under_load_without_a_failed_request(self):
         loads = [Load(self.fg, 4, "/echo", host="core.test"),

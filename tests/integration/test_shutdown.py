@@ -3,46 +3,19 @@ close idle connections and exit 0; a second signal or the end of drain_timeout c
 and exits 0 too."""
 
 import signal
-import socket
 import time
 import unittest
 
-from backend import Backend
-from harness import Floodgate, FloodgateTestCase, build_request, poll, upstream
+from harness import (Floodgate, OwnFloodgateTestCase, build_request, poll, refuses_connections,
+                     upstream)
 
 
-def refuses_connections(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return False
-    except OSError:
-        return True
-
-
-class Shutdown(FloodgateTestCase):
+class Shutdown(OwnFloodgateTestCase):
     """Each test runs its own floodgate (self.fg), since each ends it."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.backend = Backend("app-0").start()
-        cls.backends = [cls.backend]
-
-    def setUp(self):
-        self.fg = None
-
-    def tearDown(self):
-        if self.fg is not None:
-            self.fg.cleanup()
-
     def start(self, pool=None, workers=1, **server):
-        self.fg = Floodgate([upstream("app", [self.backend], **(pool or {}))], server=server,
-                            workers=workers)
-        try:
-            self.fg.start()
-        except BaseException:
-            self.fg.cleanup()
-            raise
-        return self.fg
+        return self.launch(Floodgate([upstream("app", [self.backend], **(pool or {}))],
+                                     server=server, workers=workers))
 
     def hold(self, key):
         """A client connection whose request is held in flight at the backend."""

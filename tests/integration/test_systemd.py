@@ -14,9 +14,8 @@ import time
 import unittest
 from unittest import mock
 
-from backend import Backend
-from harness import (DEFAULT_TIMEOUT, START_TIMEOUT, Floodgate, FloodgateTestCase, _ExitedEarly,
-                     build_request, floodgate_bin, upstream)
+from harness import (DEFAULT_TIMEOUT, START_TIMEOUT, Floodgate, OwnFloodgateTestCase,
+                     _ExitedEarly, build_request, floodgate_bin, upstream)
 
 CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -98,31 +97,16 @@ class NotifiedFloodgate(Floodgate):
             raise AssertionError("READY=1 sent before every listener answered")
 
 
-class Notify(FloodgateTestCase):
+class Notify(OwnFloodgateTestCase):
     """Each test runs its own floodgate (self.fg), since most end it."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.backend = Backend("app-0").start()
-        cls.backends = [cls.backend]
-
     def setUp(self):
-        self.fg = None
+        super().setUp()
         self.notify = NotifySocket()
         self.addCleanup(self.notify.close)
 
-    def tearDown(self):
-        if self.fg is not None:
-            self.fg.cleanup()
-
     def start(self, fg):
-        self.fg = fg
-        try:
-            fg.start()
-        except BaseException:
-            fg.cleanup()
-            raise
-        return fg
+        return self.launch(fg)
 
     def start_notified(self):
         return self.start(NotifiedFloodgate(self.notify, [upstream("app", [self.backend])]))

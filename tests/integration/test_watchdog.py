@@ -8,7 +8,6 @@ reports; under systemd with WATCHDOG_USEC it withholds WATCHDOG=1 while a reacto
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
@@ -16,8 +15,8 @@ import time
 import unittest
 from unittest import mock
 
-from backend import Backend
-from harness import Conn, Floodgate, FloodgateTestCase, floodgate_bin, poll, upstream
+from harness import (Conn, Floodgate, OwnFloodgateTestCase, floodgate_bin, poll,
+                     refuses_connections, upstream)
 from test_systemd import NotifySocket
 
 # Short windows so that a test takes a few seconds: a stall is seen after poll_stall_timeout
@@ -50,24 +49,11 @@ def text_of(path):
         return ""
 
 
-def refuses_connections(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return False
-    except ConnectionRefusedError:
-        return True
-
-
-class Watchdog(FloodgateTestCase):
+class Watchdog(OwnFloodgateTestCase):
     """Each test runs its own floodgate (self.fg)."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.backend = Backend("app-0").start()
-        cls.backends = [cls.backend]
-
     def setUp(self):
-        self.fg = None
+        super().setUp()
         self.tmp = tempfile.mkdtemp(prefix="floodgate-watchdog-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
@@ -80,15 +66,9 @@ class Watchdog(FloodgateTestCase):
     def start(self, watchdog=None, fg_class=Floodgate, **kwargs):
         resilience = {"watchdog": watchdog} if watchdog is not None else None
         # drain_grace (2 s) may not be shorter than drain_timeout.
-        self.fg = fg_class(upstreams=[upstream("app", [self.backend])], workers=2,
-                           server={"drain_timeout": "1s"}, resilience=resilience, **kwargs)
-        try:
-            self.fg.start()
-        except BaseException:
-            self.fg.cleanup()
-            self.fg = None
-            raise
-        return self.fg
+        return self.launch(fg_class(upstreams=[upstream("app", [self.backend])], workers=2,
+                                    server={"drain_timeout": "1s"}, resilience=resilience,
+                                    **kwargs))
 
     def stall(self, reactor=0, ms=STALL_MS):
         r = admin_post(self.fg.admin_port, "/fault/stall", {"reactor": reactor, "ms": ms})

@@ -227,6 +227,17 @@ bool closed_within(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
+// Which of two listening backends a connection reached first (round robin chose it), or 2 when
+// none did within kPatience.
+std::size_t first_readable(const std::array<Fd, 2>& backends) {
+  for (const auto deadline = SteadyClock::now() + kPatience; SteadyClock::now() < deadline;) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (readable_within(backends[i].get(), 10ms)) return i;
+    }
+  }
+  return 2;
+}
+
 // --- the proxy under test ------------------------------------------------------------------
 
 // A generation with one pool, "app", of backends at 127.0.0.1:`ports` (round robin), and one
@@ -468,13 +479,7 @@ TEST_F(AttemptTest, NoHedgeIsSentWhileBrownoutIsActive) {
   Fd client = connect_loopback(proxy);
   ASSERT_TRUE(client);
   ASSERT_TRUE(send_all(client.get(), kGet));
-  std::size_t first = 2;
-  for (const auto deadline = SteadyClock::now() + kPatience;
-       first == 2 && SteadyClock::now() < deadline;) {
-    for (std::size_t i = 0; i < 2; ++i) {
-      if (readable_within(backends[i].get(), 10ms)) first = i;
-    }
-  }
+  const std::size_t first = first_readable(backends);
   ASSERT_NE(first, 2U) << "the request reached no backend";
   Fd primary = accept_within(backends[first].get(), kPatience);
   ASSERT_TRUE(primary);
@@ -510,13 +515,7 @@ TEST_F(AttemptTest, AHedgeGoesToTheOtherBackendAfterTheDelayAndTheLoserIsClosed)
   ASSERT_TRUE(send_all(client.get(), kGet));
 
   // The primary: whichever backend round robin chose.
-  std::size_t first = 2;
-  for (const auto deadline = SteadyClock::now() + kPatience;
-       first == 2 && SteadyClock::now() < deadline;) {
-    for (std::size_t i = 0; i < 2; ++i) {
-      if (readable_within(backends[i].get(), 10ms)) first = i;
-    }
-  }
+  const std::size_t first = first_readable(backends);
   ASSERT_NE(first, 2U) << "the request reached no backend";
   const std::size_t second = 1 - first;
   Fd primary = accept_within(backends[first].get(), kPatience);
