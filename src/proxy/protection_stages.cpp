@@ -18,6 +18,7 @@ class BrownoutStage final : public Stage {
       : Stage(StageId::brownout, p.params.brownout.mode),
         up_id_(up.id),
         exemptions_(p.params.inflight),
+        front_cap_(p.front_cap),
         core_(p.core(up.params.name)),
         thresholds_(p.brownout_thresholds),
         state_(p.state),
@@ -25,12 +26,17 @@ class BrownoutStage final : public Stage {
                                 http::retry_after_seconds(p.params.route_queue.retry_after))) {}
 
   Decision check(Exchange& ex, Ticket&) const noexcept override {
+    // Requests outside the in-flight accounting (streams, tunnels, preflights) add nothing to
+    // the pressure brownout relieves: they neither judge it nor are shed.
+    if (exemptions_.exempt(ex.request)) return Decision::go();
     const resilience::AdaptiveLimiter& adaptive = state_->adaptive;
+    // A ceiling at the front cap is the cap, whose own 429 governs there: brownout measures a
+    // ceiling below it (lowered by the controller, or a max_limit of its own).
+    const uint32_t ceiling = adaptive.ceiling();
+    const uint32_t measured = front_cap_ != 0 && ceiling >= front_cap_ ? 0 : ceiling;
     const bool active =
-        state_->brownout.observe(ex.started, adaptive.in_flight(), adaptive.ceiling(), thresholds_);
-    // Requests outside the in-flight accounting (streams, tunnels, preflights) do not add to
-    // the pressure brownout relieves: never shed.
-    if (!active || core_ || exemptions_.exempt(ex.request)) return Decision::go();
+        state_->brownout.observe(ex.started, adaptive.in_flight(), measured, thresholds_);
+    if (!active || core_) return Decision::go();
     if (mode() == resilience::Mode::enforce)
       ex.metrics->protection_rejected(up_id_, Reason::brownout);
     return Decision::stop(Reason::brownout, &answer_);
@@ -39,6 +45,7 @@ class BrownoutStage final : public Stage {
  private:
   uint32_t up_id_;
   resilience::InflightExemptions exemptions_;
+  uint32_t front_cap_;
   bool core_;
   resilience::BrownoutThresholds thresholds_;
   std::shared_ptr<ProtectionState> state_;
@@ -141,6 +148,7 @@ LocalProtection LocalProtection::of(const resilience::Params& params, uint32_t m
     p.params.brownout.mode = resilience::Mode::shadow;
   }
   p.window = a.window;
+  p.front_cap = max_inflight;
   p.brownout = params.brownout.enabled;
   p.brownout_thresholds = {.trigger_percent = params.brownout.trigger_inflight_percent,
                            .recover_percent = params.brownout.recover_inflight_percent,

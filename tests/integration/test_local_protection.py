@@ -193,11 +193,13 @@ class Brownout(ProtectionTestCase):
             for h in held:
                 self.assertEqual(h.release().status, 200)
         poll(lambda: self.metric("floodgate_adaptive_inflight") == 0, what="every permit back")
-        self.assertEqual(self.fg.get("/echo", host="extra.test").status, 200)
+        # Brownout holds for at least one window (100 ms), then the first request ends it.
+        poll(lambda: self.fg.get("/echo", host="extra.test").status == 200,
+             what="brownout over once its hold has passed")
         self.assertEqual(self.metric("floodgate_brownout_active"), 0)
         self.assertEqual(self.metric("floodgate_brownout_transitions_total", to="active"), 1)
         self.assertEqual(self.metric("floodgate_brownout_transitions_total", to="inactive"), 1)
-        self.assertEqual(
+        self.assertGreaterEqual(
             self.metric("floodgate_protection_rejected_total", upstream="extra", reason="brownout"),
             1)
         self.assertEqual(

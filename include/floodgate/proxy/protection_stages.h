@@ -47,7 +47,8 @@ struct LocalProtection {
   std::shared_ptr<ProtectionState> state;
   resilience::AimdLimits aimd{.min = 0, .max = 0};  // max 0 = no adaptive ceiling
   std::chrono::nanoseconds window{100'000'000};
-  bool brownout = false;  // the stage is on (its mode below)
+  uint32_t front_cap = 0;  // the resolved front in-flight cap (0 = none)
+  bool brownout = false;   // the stage is on (its mode below)
   resilience::BrownoutThresholds brownout_thresholds;
   uint32_t global_cap = 0;
   resilience::Params params;  // the rest: modes, exemptions, high_latency, core routes, caps

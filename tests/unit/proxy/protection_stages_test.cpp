@@ -214,9 +214,22 @@ TEST_F(Protection, BrownoutShedsTheUpstreamsThatAreNotCoreAndKeepsTheCoreOnes) {
   EXPECT_EQ(rejected(1, Reason::brownout), 1u);
   Exchange core;
   EXPECT_EQ(run(core, 0).verdict, Verdict::go);
-  for (Exchange& ex : held) ex.end();  // pressure gone: the next request ends it
+  for (Exchange& ex : held) ex.end();  // pressure gone: the first request after its hold ends it
+  Exchange during;
+  EXPECT_EQ(run(during, 1).reason, Reason::brownout);  // held on for one window
+  now += 100ms;
   Exchange after;
   EXPECT_EQ(run(after, 1).verdict, Verdict::go);
+  EXPECT_FALSE(state->brownout.active());
+}
+
+TEST_F(Protection, ACeilingAtTheFrontCapIsTheCapsBusinessNotBrownouts) {
+  build(10);  // max_limit = 0: the ceiling is the front cap, 10
+  ASSERT_EQ(state->adaptive.ceiling(), 10u);
+  std::array<Exchange, 9> held;
+  for (Exchange& ex : held) ASSERT_EQ(run(ex, 0).verdict, Verdict::go);
+  Exchange extra;
+  EXPECT_EQ(run(extra, 1).verdict, Verdict::go);
   EXPECT_FALSE(state->brownout.active());
 }
 
