@@ -185,6 +185,7 @@ void ClientConn::on_head() {
                                         facts.upgrade,
                                         facts.origin,
                                         facts.cors_request_method};
+  ex_.inflight_exempt = -1;  // a new request: its exemption is decided afresh
   const Snapshot& snap = *ex_.gen->snapshot;
   if (const Decision d = snap.front.run(ex_, reactor_.metrics());
       d.verdict == Decision::Verdict::stop) {

@@ -20,7 +20,7 @@ class InflightStage final : public Stage {
         answer_(prebuild_answer(Reason::inflight_cap, http::retry_after_seconds(p.retry_after))) {}
 
   Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
-    if (exemptions_.exempt(ex.request)) return Decision::go();
+    if (ex.exempt_from_inflight(exemptions_)) return Decision::go();
     ticket.permit = state_->inflight.try_enter();
     if (!ticket.permit) return Decision::stop(Reason::inflight_cap, &answer_);
     return Decision::go();

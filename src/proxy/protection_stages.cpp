@@ -28,7 +28,7 @@ class BrownoutStage final : public Stage {
   Decision check(Exchange& ex, Ticket&) const noexcept override {
     // Requests outside the in-flight accounting (streams, tunnels, preflights) add nothing to
     // the pressure brownout relieves: they neither judge it nor are shed.
-    if (exemptions_.exempt(ex.request)) return Decision::go();
+    if (ex.exempt_from_inflight(exemptions_)) return Decision::go();
     const resilience::AdaptiveLimiter& adaptive = state_->adaptive;
     // A ceiling at the front cap is the cap, whose own 429 governs there: brownout measures a
     // ceiling below it (lowered by the controller, or a max_limit of its own).
@@ -64,7 +64,7 @@ class AdaptiveStage final : public Stage {
                                 http::retry_after_seconds(p.params.inflight.retry_after))) {}
 
   Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
-    if (exemptions_.exempt(ex.request)) return Decision::go();  // streams, tunnels: no sample
+    if (ex.exempt_from_inflight(exemptions_)) return Decision::go();  // streams, tunnels: no sample
     resilience::AdaptiveLimiter& adaptive = state_->adaptive;
     adaptive.tick(ex.started);
     ticket.permit = adaptive.try_enter();
@@ -108,7 +108,7 @@ class CapStage final : public Stage {
 
   Decision check(Exchange& ex, Ticket& ticket) const noexcept override {
     // WebSockets and event streams held open for hours are not concurrency the caps bound.
-    if (exemptions_.exempt(ex.request)) return Decision::go();
+    if (ex.exempt_from_inflight(exemptions_)) return Decision::go();
     ticket.permit = cap_.try_admit();
     if (ticket.permit) return Decision::go();
     if (mode() == resilience::Mode::enforce) ex.metrics->protection_rejected(up_id_, reason_);

@@ -27,6 +27,7 @@
 #include "floodgate/proxy/attempt.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/proxy/stage.h"
+#include "floodgate/resilience/inflight.h"
 #include "floodgate/resilience/request_view.h"
 #include "floodgate/upstream/admission.h"
 
@@ -93,6 +94,7 @@ struct Exchange {
 
   // -- The stage chain's state (stage.h).
   resilience::RequestView request;     // what the stages read
+  int8_t inflight_exempt = -1;         // exempt_from_inflight(), once known (-1: not yet)
   TicketBook tickets;                  // what they hold until the exchange ends
   uint8_t cursor = 0;                  // the next stage to run
   Reason would_reject = Reason::none;  // the first shadow-mode refusal
@@ -127,6 +129,13 @@ struct Exchange {
   Exchange() = default;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
+
+  // Whether the request is outside the in-flight accounting ([resilience.inflight]
+  // exemptions), which the front cap and every local protection stage ask: decided once.
+  bool exempt_from_inflight(const resilience::InflightExemptions& exemptions) noexcept {
+    if (inflight_exempt < 0) inflight_exempt = exemptions.exempt(request) ? 1 : 0;
+    return inflight_exempt != 0;
+  }
 
   // Records how the exchange ends, keeping whether response bytes (a forwarded 1xx) already
   // reached the client.
@@ -185,6 +194,7 @@ struct Exchange {
     permit.release();  // the pool slot, after the backend's (sum of backends <= pool)
     tickets.settle(outcome);
     request = {};
+    inflight_exempt = -1;
     cursor = 0;
     would_reject = Reason::none;
     would_reject_stage = StageId::count_;

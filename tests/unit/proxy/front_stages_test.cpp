@@ -85,6 +85,7 @@ class FrontChain : public ::testing::Test {
 
   Decision run(Exchange& ex, const RequestView& r) {
     ex.request = r;
+    ex.inflight_exempt = -1;
     return chain.run(ex, metrics);
   }
 

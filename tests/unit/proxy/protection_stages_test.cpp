@@ -61,6 +61,7 @@ class Protection : public ::testing::Test {
     ex.metrics = &metrics;
     ex.started = now;
     ex.request = {.method = method, .target = "/x", .path = "/x", .host = "example.com"};
+    ex.inflight_exempt = -1;
     ex.cursor = 0;
     return chains[upstream].run(ex, metrics);
   }
