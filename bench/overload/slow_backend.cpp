@@ -32,8 +32,16 @@
 // bucket length since the clock's origin (so another process's buckets on the same clock line
 // up), written to FILE as one JSON object on exit. See write_stats() for the format.
 //
+// Service that depends on the load and random outliers (the adaptive-admission benchmark,
+// bench/adaptive/), both off by default: --per-active-ms K makes a request's service time
+// S + K x (the other requests in service when it starts), a backend whose latency grows with
+// its concurrency (lock or cache contention); capacity is then W x 1000 / (S + K x (W - 1))
+// with every slot busy. --outlier-percent P makes P % of the requests, drawn at random
+// (--seed), take --outlier-ms of service instead (a slow query), in their slot like any other.
+//
 // Usage: slow_backend [--port P] [--workers W] [--service-ms S] [--body-bytes N]
 //   [--degraded-workers N] [--stats-out FILE] [--stats-bucket-ms MS]
+//   [--per-active-ms K] [--outlier-percent P] [--outlier-ms MS] [--seed N]
 // Prints the bound port on the first line of stdout (so --port 0 works), then runs until
 // SIGTERM/SIGINT, when it prints counters as one JSON line on stderr and exits 0.
 // Single-threaded; one epoll loop.
@@ -61,6 +69,7 @@
 #include <ctime>
 #include <deque>
 #include <queue>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +102,10 @@ struct Options {
   int degraded_workers = 0;  // 0: W / 2 (at least 1)
   std::string stats_out;     // empty: no per-bucket counts
   double stats_bucket_ms = 100.0;
+  double per_active_ms = 0.0;    // service grows by this per other request in service
+  double outlier_percent = 0.0;  // share of requests served in outlier_ms instead
+  double outlier_ms = 0.0;
+  std::uint64_t seed = 1;
 };
 
 Options parse_options(int argc, char** argv) {
@@ -120,17 +133,27 @@ Options parse_options(int argc, char** argv) {
       o.stats_out = value();
     else if (a == "--stats-bucket-ms")
       o.stats_bucket_ms = std::atof(value());
+    else if (a == "--per-active-ms")
+      o.per_active_ms = std::atof(value());
+    else if (a == "--outlier-percent")
+      o.outlier_percent = std::atof(value());
+    else if (a == "--outlier-ms")
+      o.outlier_ms = std::atof(value());
+    else if (a == "--seed")
+      o.seed = std::strtoull(value(), nullptr, 10);
     else {
       std::fprintf(stderr,
                    "usage: slow_backend [--port P] [--workers W] [--service-ms S] "
                    "[--body-bytes N] [--degraded-workers N] [--stats-out FILE] "
-                   "[--stats-bucket-ms MS]\n");
+                   "[--stats-bucket-ms MS] [--per-active-ms K] [--outlier-percent P] "
+                   "[--outlier-ms MS] [--seed N]\n");
       std::exit(2);
     }
   }
   if (o.degraded_workers == 0) o.degraded_workers = std::max(1, o.workers / 2);
   if (o.workers < 1 || o.service_ms < 0 || o.port < 0 || o.port > 65535 || o.degraded_workers < 1 ||
-      !(o.stats_bucket_ms >= 1)) {
+      !(o.stats_bucket_ms >= 1) || !(o.per_active_ms >= 0) ||
+      !(o.outlier_percent >= 0 && o.outlier_percent <= 100) || !(o.outlier_ms >= 0)) {
     std::fprintf(stderr, "slow_backend: invalid options\n");
     std::exit(2);
   }
@@ -205,6 +228,7 @@ class Server {
   explicit Server(const Options& o)
       : opt_(o),
         service_(static_cast<Nanos>(o.service_ms * 1e6)),
+        rng_(o.seed),
         free_since_(o.workers, 0),
         bucket_(static_cast<Nanos>(o.stats_bucket_ms * 1e6)),
         first_bucket_(now_ns() / bucket_) {
@@ -237,10 +261,13 @@ class Server {
   void set_out_interest(int fd, bool want);
   void on_signalfd();
   void set_workers(int workers, Nanos now);
+  Nanos service_for(std::size_t others);
   Bucket* stats(Nanos t);
 
   Options opt_;
   Nanos service_;
+  std::mt19937_64 rng_;                              // --outlier-percent draws
+  std::uniform_real_distribution<double> percent_{0.0, 100.0};
   int ep_ = -1, lfd_ = -1, tfd_ = -1, sfd_ = -1;
   std::vector<Conn> conns_;
   std::uint64_t next_gen_ = 1;
@@ -264,6 +291,17 @@ class Server {
   std::int64_t first_bucket_;  // index of buckets_[0] on CLOCK_MONOTONIC / bucket_
   std::vector<Bucket> buckets_;
 };
+
+// The service time of a request that starts with `others` requests in service: S, plus
+// --per-active-ms per other request, or --outlier-ms for the --outlier-percent drawn at random.
+// With neither option it is S, and no random number is drawn.
+Nanos Server::service_for(std::size_t others) {
+  if (opt_.outlier_percent > 0 && percent_(rng_) < opt_.outlier_percent)
+    return static_cast<Nanos>(opt_.outlier_ms * 1e6);
+  if (opt_.per_active_ms > 0)
+    return service_ + static_cast<Nanos>(opt_.per_active_ms * 1e6 * static_cast<double>(others));
+  return service_;
+}
 
 Bucket* Server::stats(Nanos t) {
   if (opt_.stats_out.empty()) return nullptr;
@@ -506,7 +544,9 @@ void Server::start_waiting() {
     Nanos since = free_since_.back();
     free_since_.pop_back();
     Nanos start = std::max(since, job.arrival);
-    running_.push(Running{start + service_, start_order_++, job});
+    // others: the requests in service as this loop sees them (one due in this same turn may
+    // still be counted, a negligible error for --per-active-ms).
+    running_.push(Running{start + service_for(running_.size()), start_order_++, job});
     if (Bucket* b = stats(start)) {
       ++b->started;
       b->wait_sum += start - job.arrival;
