@@ -266,7 +266,7 @@ class Server {
 
   Options opt_;
   Nanos service_;
-  std::mt19937_64 rng_;                              // --outlier-percent draws
+  std::mt19937_64 rng_;  // --outlier-percent draws
   std::uniform_real_distribution<double> percent_{0.0, 100.0};
   int ep_ = -1, lfd_ = -1, tfd_ = -1, sfd_ = -1;
   std::vector<Conn> conns_;

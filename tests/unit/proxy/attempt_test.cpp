@@ -227,6 +227,15 @@ bool closed_within(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
+// Hedging of GETs after `delay`, nothing else of the failure policy.
+FailurePolicy hedging_after(std::chrono::milliseconds delay) {
+  FailurePolicy failure;
+  failure.hedging = true;
+  failure.hedge_delay = delay;
+  failure.hedge_methods = method_bit(HTTP_GET);
+  return failure;
+}
+
 // Which of two listening backends a connection reached first (round robin chose it), or 2 when
 // none did within kPatience.
 std::size_t first_readable(const std::array<Fd, 2>& backends) {
@@ -467,10 +476,7 @@ TEST_F(AttemptTest, NoHedgeIsSentWhileBrownoutIsActive) {
   constexpr auto kDelay = 100ms;
   std::array<Fd, 2> backends{listen_loopback(), listen_loopback()};
   ASSERT_TRUE(backends[0] && backends[1]);
-  FailurePolicy failure;
-  failure.hedging = true;
-  failure.hedge_delay = kDelay;
-  failure.hedge_methods = method_bit(HTTP_GET);
+  const FailurePolicy failure = hedging_after(kDelay);
   auto snap =
       pool_of({local_port(backends[0].get()), local_port(backends[1].get())}, 2s, 30s, failure);
   ASSERT_TRUE(snap->protection.brownout_enforced());
@@ -504,10 +510,7 @@ TEST_F(AttemptTest, AHedgeGoesToTheOtherBackendAfterTheDelayAndTheLoserIsClosed)
   constexpr auto kDelay = 100ms;
   std::array<Fd, 2> backends{listen_loopback(), listen_loopback()};
   ASSERT_TRUE(backends[0] && backends[1]);
-  FailurePolicy failure;
-  failure.hedging = true;
-  failure.hedge_delay = kDelay;
-  failure.hedge_methods = method_bit(HTTP_GET);
+  const FailurePolicy failure = hedging_after(kDelay);
   const uint16_t proxy = start_pool(
       pool_of({local_port(backends[0].get()), local_port(backends[1].get())}, 2s, 30s, failure));
   Fd client = connect_loopback(proxy);
