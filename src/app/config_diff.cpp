@@ -118,6 +118,9 @@ json::object config_diff(const config::Config& active, const config::Config& nex
   if (was.brownout != will.brownout) resilience_changed.emplace_back("brownout");
   if (was.route_queue != will.route_queue) resilience_changed.emplace_back("route_queue");
   if (was.watchdog != will.watchdog) resilience_changed.emplace_back("watchdog");
+  if (was.scoped_rate_limits != will.scoped_rate_limits) {
+    resilience_changed.emplace_back("scoped_rate_limits");
+  }
   // A sub-table no one listed here yet: reported rather than missed.
   if (resilience_changed.empty() && was != will) resilience_changed.emplace_back("other");
   json::array tables_changed;

@@ -138,17 +138,34 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
   for (const auto& up : snap->upstreams) {
     up->route_cap = snap->protection.route_cap(up->params.name);
   }
+  snap->rate_limits = rate_limits(cfg);
   snap->route_chains.reserve(cfg.routes.size());
   for (const uint32_t id : route_upstreams) {
-    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[id], snap->protection));
+    snap->route_chains.push_back(
+        proxy::build_route_chain(*snap->by_id[id], snap->protection, snap->rate_limits));
   }
   snap->front_state = front_;
   snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);
   backends_.sweep();  // forget backends no generation holds any more
   breakers_.sweep();
   budgets_.sweep();
+  rate_rules_.sweep();
   ++next_number_;
   return Entry{std::move(snap), cfg};
+}
+
+// Each rule's buckets: the ones of the rule with the same signature (name, scope, key, rates)
+// in a generation still held, else new ones.
+std::shared_ptr<const proxy::RateLimits> Generations::rate_limits(const config::Config& cfg) {
+  auto limits = std::make_shared<proxy::RateLimits>();
+  limits->trusted_proxies = cfg.server.trusted_proxies;
+  for (const resilience::ScopedRateLimitParams& p : cfg.resilience.scoped_rate_limits) {
+    auto state = rate_rules_.get(proxy::RateLimits::signature(p), [this] {
+      return std::make_shared<resilience::RateRule>(reactors_);
+    });
+    limits->rules.emplace_back(p, std::move(state));
+  }
+  return limits;
 }
 
 void Generations::activate(Entry e) {

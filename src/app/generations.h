@@ -61,6 +61,7 @@ class Generations {
 
  private:
   uint32_t pool_id(const std::string& name);
+  std::shared_ptr<const proxy::RateLimits> rate_limits(const config::Config& cfg);
   void apply_limits();
 
   unsigned reactors_;
@@ -81,6 +82,10 @@ class Generations {
   Registry<std::tuple<std::string, uint32_t, int64_t>, resilience::RetryBudget,
            Retention::referenced>
       budgets_;
+  // A scoped rate limit's signature (RateLimits::signature) -> its buckets and counts, while
+  // some generation holds the rule: a reload keeping the rule keeps them, a changed rule starts
+  // afresh.
+  Registry<std::string, resilience::RateRule, Retention::referenced> rate_rules_;
   // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
   // removed and added back finds its counters (and any request still on it) where it left them.
   Registry<std::string, proxy::Pool, Retention::process> pools_;

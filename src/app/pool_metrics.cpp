@@ -146,6 +146,7 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
 
   render_failure_metrics(w, serving, shards);
   render_protection_metrics(w, serving, shards);
+  render_rate_limit_metrics(w, serving);
 }
 
 void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {

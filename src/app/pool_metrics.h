@@ -20,5 +20,7 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
 // Adaptive admission, brownout and the route caps (part of render_pool_metrics).
 void render_protection_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                                std::span<const ReactorMetrics* const> shards);
+// The scoped rate limits, labelled by rule name (part of render_pool_metrics).
+void render_rate_limit_metrics(PrometheusWriter& w, const proxy::Snapshot& serving);
 
 }  // namespace floodgate::app

@@ -81,6 +81,7 @@ int Process::run() {
   wait_signal();
   poll_trimmed();
   poll_memory();
+  sweep_rate_limits();
   // Every listener is up (start()) and signals are caught from here on, so a stop is a
   // drain: tell systemd.
   notifier_.ready(gens_.active().snapshot->generation);
@@ -207,6 +208,18 @@ void Process::poll_trimmed() {
   });
 }
 
+void Process::sweep_rate_limits() {
+  rate_timer_.expires_after(std::chrono::seconds(1));
+  rate_timer_.async_wait([this](const error_code& ec) {
+    if (ec) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (const proxy::RateLimitRule& rule : gens_.active().snapshot->rate_limits->rules) {
+      rule.state->reclaim(now, rule.params.idle_ttl);
+    }
+    sweep_rate_limits();
+  });
+}
+
 void Process::poll_done() {
   poll_timer_.expires_after(std::chrono::milliseconds(20));
   poll_timer_.async_wait([this](const error_code& ec) {
@@ -217,6 +230,7 @@ void Process::poll_done() {
     drain_timer_.cancel();
     retire_timer_.cancel();
     trim_timer_.cancel();
+    rate_timer_.cancel();
     memory_timer_.cancel();
     signals_.cancel();
     if (admin_) admin_->close();

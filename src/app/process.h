@@ -164,6 +164,10 @@ class Process {
   // walks every arena under its lock and makes system calls.
   void poll_trimmed();
 
+  // Once a second: the scoped rate limits' buckets idle for their rule's idle_ttl are
+  // reclaimed (off the reactors, which only look buckets up and add new ones).
+  void sweep_rate_limits();
+
   // Reactors end their threads when their last connection closes; the main loop ends then.
   void poll_done();
 
@@ -181,6 +185,7 @@ class Process {
   asio::steady_timer poll_timer_{io_};
   asio::steady_timer retire_timer_{io_};
   asio::steady_timer trim_timer_{io_};
+  asio::steady_timer rate_timer_{io_};
   asio::steady_timer memory_timer_{io_};
   resilience::MeminfoSampler sampler_{gens_.active().config.resilience.memory_guard,
                                       gens_.front().memory, Clock::steady()};

@@ -15,14 +15,15 @@
 namespace floodgate::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 10> kSubTables{
-    "inflight", "memory_guard",       "protocol", "circuit_breaker", "retry_budget",
-    "hedging",  "adaptive_admission", "brownout", "route_queue",     "watchdog"};
+constexpr std::array<std::string_view, 11> kSubTables{
+    "inflight",     "memory_guard", "protocol",           "circuit_breaker",
+    "retry_budget", "hedging",      "adaptive_admission", "brownout",
+    "route_queue",  "watchdog",     "scoped_rate_limits"};
 constexpr std::string_view kSubTableList =
     "inflight, memory_guard, protocol, circuit_breaker, retry_budget, hedging, "
-    "adaptive_admission, brownout, route_queue and watchdog";
+    "adaptive_admission, brownout, route_queue, watchdog and scoped_rate_limits";
 // Seed 004's other resilience blocks, which later versions add as [resilience] sub-tables.
-constexpr std::array<std::string_view, 2> kLaterSubTables{"scoped_rate_limits", "quota"};
+constexpr std::array<std::string_view, 1> kLaterSubTables{"quota"};
 
 // "auto" or an integer of [0, k.max]; false when it is neither (recorded).
 template <class T>
@@ -289,8 +290,8 @@ void read_protocol(TableReader& r, resilience::ProtocolParams& p) {
   }
 }
 
-// Every sub-table of [resilience] other than the ten this version has is an error naming
-// those ten; one a later version adds says so. Other unknown keys are left to finish().
+// Every sub-table of [resilience] other than the eleven this version has is an error naming
+// those eleven; one a later version adds says so. Other unknown keys are left to finish().
 void reject_other_tables(TableReader& r) {
   const std::vector<std::string> known(kSubTables.begin(), kSubTables.end());
   for (auto&& [key, value] : r.node()) {
@@ -347,6 +348,7 @@ void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMark
           [&](TableReader& t) { read_route_queue(t, p.route_queue, upstreams, protection); });
   r.table("watchdog", "[resilience.watchdog]",
           [&](TableReader& t) { read_watchdog(t, p.watchdog, protection); });
+  read_scoped_rate_limits(r, p.scoped_rate_limits, upstreams, marks.rate_limits);
   reject_other_tables(r);
 }
 

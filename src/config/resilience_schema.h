@@ -4,10 +4,11 @@
 // attempt in [resilience.circuit_breaker], [resilience.retry_budget] and [resilience.hedging]
 // (failure_schema.h), and the local runtime protection in [resilience.adaptive_admission],
 // [resilience.brownout], [resilience.route_queue] and [resilience.watchdog]
-// (protection_schema.h), each rejecting unknown keys; the two environment variables that
-// override its keys; and the rules between its keys and the rest of the document. Its own file
-// because its values have syntaxes of their own (resilience_values.h) and rules between its
-// keys. docs/resilience.md lists every key. Main thread only.
+// (protection_schema.h), each rejecting unknown keys, and the scoped rate limits in the array
+// of tables [[resilience.scoped_rate_limits]] (rate_limit_schema.h); the two environment
+// variables that override its keys; and the rules between its keys and the rest of the
+// document. Its own file because its values have syntaxes of their own (resilience_values.h)
+// and rules between its keys. docs/resilience.md lists every key. Main thread only.
 #pragma once
 
 #include <optional>
@@ -16,6 +17,7 @@
 #include "failure_schema.h"
 #include "floodgate/config/config.h"
 #include "protection_schema.h"
+#include "rate_limit_schema.h"
 #include "rules.h"
 #include "table_reader.h"
 
@@ -30,6 +32,7 @@ struct ResilienceMarks {
   bool max_inflight_ok = true;         // neither the key nor FLOODGATE_MAX_INFLIGHT is invalid
   bool max_inflight_from_env = false;  // FLOODGATE_MAX_INFLIGHT set the front cap
   ProtectionMarks protection;
+  RateLimitMarks rate_limits;
 };
 
 // Reads the sub-tables of one [resilience] table into `p` (which holds the defaults), records

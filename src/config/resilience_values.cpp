@@ -156,11 +156,15 @@ std::string connect_host_error(std::string_view host, bool bracketed) {
 
 }  // namespace
 
+bool is_token(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), is_tchar);
+}
+
 Parsed<std::string> parse_method(std::string_view text) {
   if (text.empty()) {
     return Text::fail("a method cannot be empty; write a method name, e.g. \"GET\"");
   }
-  if (!std::all_of(text.begin(), text.end(), is_tchar)) {
+  if (!is_token(text)) {
     return Text::fail(quoted(text) +
                       " is not a method: a method is a token of letters, digits and "
                       "!#$%&'*+-.^_`|~ (RFC 9110 section 5.6.2), e.g. \"GET\"");

@@ -24,6 +24,9 @@ inline constexpr std::array<Choice<resilience::Mode>, 2> kModes{{
     {"shadow", resilience::Mode::shadow},
 }};
 
+// An RFC 9110 token (1*tchar, section 5.6.2): a method, a header field name.
+bool is_token(std::string_view text);
+
 // A request method: an RFC 9110 token (1*tchar, section 5.6.2), kept as written. Methods are
 // case-sensitive (section 9.1), so "get" is a valid token that never matches a GET request.
 Parsed<std::string> parse_method(std::string_view text);

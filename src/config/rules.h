@@ -27,6 +27,7 @@ struct DocumentMarks {
   bool header_timeout_ok = true;
   bool workers_ok = true;
   bool drain_timeout_ok = true;
+  bool trusted_proxies_ok = true;
 
   struct Upstream {
     size_t index = 0;                            // i of upstreams[i] in the file

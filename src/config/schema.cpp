@@ -77,9 +77,10 @@ constexpr std::string_view kAdaptive = "[resilience.adaptive_admission]";
 constexpr std::string_view kBrownout = "[resilience.brownout]";
 constexpr std::string_view kRouteQueue = "[resilience.route_queue]";
 constexpr std::string_view kWatchdog = "[resilience.watchdog]";
+constexpr std::string_view kRateLimit = "a [[resilience.scoped_rate_limits]] rule";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 106> kKeyHomes{{
+constexpr std::array<KeyHome, 115> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -92,6 +93,7 @@ constexpr std::array<KeyHome, 106> kKeyHomes{{
     {"drain_timeout", kServer},
     {"retirement_grace", kServer},
     {"max_buffers_per_reactor", kServer},
+    {"trusted_proxies", kServer},
     {"level", kLog},
     {"access_log", kLog},
     {"access_log_format", kLog},
@@ -130,8 +132,8 @@ constexpr std::array<KeyHome, 106> kKeyHomes{{
     {"protocol", "[resilience], as [resilience.protocol]"},
     {"mode",
      "[resilience.inflight], [resilience.memory_guard], [resilience.protocol], "
-     "[resilience.circuit_breaker], [resilience.adaptive_admission], [resilience.brownout] or "
-     "[resilience.route_queue]"},
+     "[resilience.circuit_breaker], [resilience.adaptive_admission], [resilience.brownout], "
+     "[resilience.route_queue] or a [[resilience.scoped_rate_limits]] rule"},
     {"max_inflight", kInflight},
     {"exempt_preflight", kInflight},
     {"exempt_methods", kInflight},
@@ -161,7 +163,7 @@ constexpr std::array<KeyHome, 106> kKeyHomes{{
     {"ratio_percent", kRetryBudget},
     {"per_route_ratio_percent", kRetryBudget},
     {"safe_methods", kHedging},
-    {"route_allowlist", kHedging},
+    {"route_allowlist", "[resilience.hedging] or a [[resilience.scoped_rate_limits]] rule"},
     // Seed 004 writes these durations as integers of milliseconds.
     {"open_ms", "[resilience.circuit_breaker], as open (a duration: open = \"30s\")"},
     {"delay_ms", "[resilience.hedging], as delay (a duration: delay = \"100ms\")"},
@@ -200,6 +202,16 @@ constexpr std::array<KeyHome, 106> kKeyHomes{{
     {"poll_stall_timeout_ms",
      "[resilience.watchdog], as poll_stall_timeout (a duration: poll_stall_timeout = \"5s\")"},
     {"drain_grace_ms", "[resilience.watchdog], as drain_grace (a duration: drain_grace = \"8s\")"},
+    {"scoped_rate_limits", "[resilience], as [[resilience.scoped_rate_limits]]"},
+    {"requests_per_sec", kRateLimit},
+    {"burst", kRateLimit},
+    {"idle_ttl", kRateLimit},
+    {"on_table_full", kRateLimit},
+    {"tier_key", kRateLimit},
+    {"tiers", kRateLimit},
+    // Seed 004 writes the idle lifetime as an integer of seconds.
+    {"idle_ttl_secs",
+     "a [[resilience.scoped_rate_limits]] rule, as idle_ttl (a duration: idle_ttl = \"300s\")"},
     {"restart_cooldown_ms",
      "[resilience.watchdog], as restart_cooldown (a duration: restart_cooldown = \"120s\")"},
 }};
@@ -235,6 +247,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.drain_timeout_ok = r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
   marks.retirement_grace_at = r.position("retirement_grace");
+  marks.trusted_proxies_ok = read_trusted_proxies(r, p.trusted_proxies);
 }
 
 void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {
@@ -523,6 +536,7 @@ Config map_document(const toml::table& root, const Environment& env, Collector& 
   check_document(c, marks, out);
   apply_resilience_environment(env, resilience_marks, c.resilience, out);
   check_protection(c, marks, resilience_marks, out);
+  check_scoped_rate_limits(c, marks.trusted_proxies_ok, resilience_marks.rate_limits, out);
   return c;
 }
 

@@ -382,7 +382,7 @@ const toml::array* TableReader::tables_array(std::string_view key, std::string_v
   const toml::array* items = n->as_array();
   if (!items) {
     type_error(*out_, position(key), path(key), "an array of tables", *n,
-               "[[" + std::string(key) + "]] (double brackets) for each entry");
+               "[[" + path(key) + "]] (double brackets) for each entry");
     return nullptr;
   }
   if (items->empty() && !if_missing.empty()) {
@@ -397,7 +397,7 @@ const toml::table* TableReader::element_table(const toml::array& items, std::str
     return t;
   }
   type_error(*out_, position_of(items[i].source()), path(key) + "[" + std::to_string(i) + "]",
-             "a table", items[i], "[[" + std::string(key) + "]]");
+             "a table", items[i], "[[" + path(key) + "]]");
   return nullptr;
 }
 

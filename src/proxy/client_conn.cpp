@@ -38,6 +38,10 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
   if (addr != nullptr && ::inet_ntop(peer->sa_family, addr, client_ip_, sizeof(client_ip_))) {
     client_ip_len_ = static_cast<uint8_t>(std::strlen(client_ip_));
   }
+  ex_.head = &parser_;
+  ex_.peer = IpAddress::of(peer).value_or(IpAddress{});
+  ex_.peer_text = client_ip();
+  ex_.connection_id = reactor.next_connection_id();
   adopt_error_ = client_.adopt(fd);
   reactor_.add_client(*this);
   reactor_.metrics().client_connections.add(1);
@@ -411,6 +415,7 @@ void ClientConn::log_request() {
   }
   r.duration = elapsed;
   r.reason = outcome.reason;
+  if (ex_.rate_limited_by != nullptr) r.rate_limit = *ex_.rate_limited_by;
   r.request_id = ex_.request_id;
   r.would_reject = ex_.would_reject;
   log.write(reactor_.index(), r);

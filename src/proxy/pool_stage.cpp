@@ -68,8 +68,10 @@ Decision PoolStage::resume(Exchange& ex, Ticket&, uint32_t result) const noexcep
   return Decision::go();
 }
 
-Chain build_route_chain(const Upstream& up, const LocalProtection& protection) {
+Chain build_route_chain(const Upstream& up, const LocalProtection& protection,
+                        std::shared_ptr<const RateLimits> rate_limits) {
   std::vector<std::unique_ptr<const Stage>> stages;
+  add_rate_limit_stage(stages, up, std::move(rate_limits));
   add_protection_stages(stages, up, protection);
   stages.push_back(std::make_unique<PoolStage>(up));
   return Chain(std::move(stages));

@@ -98,6 +98,12 @@ def render_toml(cfg):
             out += ["%s = %s" % (k, toml_value(v)) for k, v in cfg[table].items()]
             out.append("")
     for sub, keys in cfg.get("resilience", {}).items():  # [resilience.<sub>] tables
+        if isinstance(keys, (list, tuple)):  # [[resilience.<sub>]]: an array of tables
+            for entry in keys:
+                out.append("[[resilience.%s]]" % sub)
+                out += ["%s = %s" % (k, toml_value(v)) for k, v in entry.items()]
+                out.append("")
+            continue
         out.append("[resilience.%s]" % sub)
         out += ["%s = %s" % (k, toml_value(v)) for k, v in keys.items()]
         out.append("")
@@ -284,12 +290,13 @@ class Floodgate:
         return "\n".join(text[-lines:])
 
     # --- conveniences -----------------------------------------------------------------------
-    def conn(self, timeout=DEFAULT_TIMEOUT):
-        return Conn(self.port, timeout=timeout)
+    def conn(self, timeout=DEFAULT_TIMEOUT, source=None):
+        return Conn(self.port, timeout=timeout, source=source)
 
-    def request(self, method, target, headers=None, body=None, host="test.local", **kw):
-        """One request on a fresh connection; returns the Response."""
-        with self.conn() as c:
+    def request(self, method, target, headers=None, body=None, host="test.local", source=None,
+                **kw):
+        """One request on a fresh connection (from `source`, when given); returns the Response."""
+        with self.conn(source=source) as c:
             return c.request(method, target, headers=headers, body=body, host=host, **kw)
 
     def get(self, target, **kw):
@@ -398,9 +405,11 @@ class Response:
 class Conn:
     """A raw client connection to floodgate (or any HTTP server) with deadline-bound reads."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=DEFAULT_TIMEOUT):
+    def __init__(self, port, host="127.0.0.1", timeout=DEFAULT_TIMEOUT, source=None):
+        """source: the local address to connect from (any 127/8 address reaches loopback)."""
         self.timeout = timeout
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
         self.eof = False

@@ -97,6 +97,7 @@ struct Outcome {
       case Reason::adaptive_limit:
       case Reason::route_cap:
       case Reason::global_cap:
+      case Reason::rate_limited:
       case Reason::count_:
         o.source = OutcomeSource::floodgate;
         o.kind = OutcomeKind::rejection;

@@ -39,7 +39,8 @@ enum class Reason : unsigned char {
   adaptive_limit,  // [resilience.adaptive_admission]
   route_cap,       // [resilience.route_queue]
   global_cap,
-  count_  // number of reasons; keep last
+  rate_limited,  // [[resilience.scoped_rate_limits]]
+  count_         // number of reasons; keep last
 };
 
 inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
@@ -99,6 +100,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "the upstream is at its resilience.route_queue cap of concurrent requests"},
     {"global_cap", 503, "Service Unavailable",
      "the proxy is at resilience.route_queue.global_cap concurrent routed requests"},
+    {"rate_limited", 429, "Too Many Requests",
+     "a scoped rate limit is exhausted (X-Floodgate-Limit names it); retry after Retry-After"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

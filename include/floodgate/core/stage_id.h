@@ -21,14 +21,15 @@ enum class StageId : uint8_t {
   brownout,
   adaptive_admission,
   route_queue,
+  rate_limit,
   count_
 };
 
 inline constexpr std::size_t kStageCount = static_cast<std::size_t>(StageId::count_);
 
 inline constexpr std::array<std::string_view, kStageCount> kStageLabels{
-    "inflight",        "memory_guard", "protocol",           "pool",
-    "circuit_breaker", "brownout",     "adaptive_admission", "route_queue"};
+    "inflight", "memory_guard",       "protocol",    "pool",      "circuit_breaker",
+    "brownout", "adaptive_admission", "route_queue", "rate_limit"};
 
 constexpr std::string_view label(StageId s) {
   return kStageLabels[static_cast<std::size_t>(s)];
@@ -39,7 +40,7 @@ struct StageReason {
   StageId stage;
   Reason reason;
 };
-inline constexpr std::array<StageReason, 11> kStageReasons{{
+inline constexpr std::array<StageReason, 12> kStageReasons{{
     {StageId::inflight, Reason::inflight_cap},
     {StageId::memory_guard, Reason::memory_pressure},
     {StageId::protocol, Reason::method_not_allowed},
@@ -51,6 +52,7 @@ inline constexpr std::array<StageReason, 11> kStageReasons{{
     {StageId::adaptive_admission, Reason::adaptive_limit},
     {StageId::route_queue, Reason::route_cap},
     {StageId::route_queue, Reason::global_cap},
+    {StageId::rate_limit, Reason::rate_limited},
 }};
 
 // The index of (stage, reason) in kStageReasons, or kStageReasons.size() when it is not one.

@@ -44,6 +44,7 @@ struct AccessRecord {
   uint8_t attempts = 0;
   std::chrono::nanoseconds duration{0};
   Reason reason = Reason::none;
+  std::string_view rate_limit;  // the scoped rate limit that answered 429 rate_limited
   std::string_view request_id;
   Reason would_reject = Reason::none;  // what a stage in shadow mode would have answered
 };

@@ -15,12 +15,15 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
+#include "floodgate/core/ip_range.h"
 #include "floodgate/core/outcome.h"
 #include "floodgate/core/reason.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/stage_id.h"
+#include "floodgate/http/parser.h"
 #include "floodgate/http/rewrite.h"
 #include "floodgate/metrics/reactor_metrics.h"
 #include "floodgate/net/poller.h"
@@ -99,6 +102,7 @@ struct Exchange {
   uint8_t cursor = 0;                  // the next stage to run
   Reason would_reject = Reason::none;  // the first shadow-mode refusal
   StageId would_reject_stage = StageId::count_;
+  const std::string* rate_limited_by = nullptr;  // the rule that answered 429 rate_limited
 
   // -- The request.
   http::RequestFacts facts;
@@ -119,6 +123,13 @@ struct Exchange {
   // -- The reactor's metrics shard, where stages count what they decide.
   ReactorMetrics* metrics = nullptr;
   uint32_t reactor = 0;  // its index (the per-reactor shards stages keep)
+
+  // -- Who sends it, for the rate limits' key sources (request_key.h): the connection's, set
+  // once when it is accepted, and its parser (the head's fields, valid from on_head on).
+  const http::Parser* head = nullptr;
+  IpAddress peer{};
+  std::string_view peer_text;  // the peer's address as the access log writes it
+  uint64_t connection_id = 0;  // unique in the process (cid)
 
   // -- How the exchange ended, set where it is decided (core/outcome.h).
   Outcome outcome;
@@ -180,6 +191,7 @@ struct Exchange {
     body_bytes = bytes_out = 0;
     bytes_in = already_read;
     current = 0;
+    rate_limited_by = nullptr;
     hedge_settled = false;
     outcome = Outcome{};
   }

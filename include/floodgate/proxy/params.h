@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "floodgate/core/endpoint.h"
+#include "floodgate/core/ip_range.h"
 #include "floodgate/net/io_mode.h"
 
 namespace floodgate {
@@ -29,6 +30,9 @@ struct ServerParams {
   // Request buffers and response buffers (each pool) a reactor lends out at once -> 503
   // buffers_exhausted. Read at start (like the buffer sizes); bounds buffer memory per reactor.
   uint32_t max_buffers_per_reactor = 16384;
+  // Peers whose X-Forwarded-For is believed: the client_ip key source of the scoped rate limits
+  // takes its left-most address from these peers only, the peer's own address from any other.
+  std::vector<IpRange> trusted_proxies{};
   bool operator==(const ServerParams&) const = default;
 };
 

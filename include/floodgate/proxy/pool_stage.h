@@ -37,9 +37,10 @@ class PoolStage final : public Stage {
   const Upstream& up_;
 };
 
-// A route's chain, built with its generation: the stages configured for the route (the later
-// issues' rate limits and quota go first), the local protection (protection_stages.h), pool
-// admission last.
-Chain build_route_chain(const Upstream& up, const LocalProtection& protection);
+// A route's chain, built with its generation: the stages configured for the route (the scoped
+// rate limits first, rate_limit_stage.h; the quota later), the local protection
+// (protection_stages.h), pool admission last.
+Chain build_route_chain(const Upstream& up, const LocalProtection& protection,
+                        std::shared_ptr<const RateLimits> rate_limits = nullptr);
 
 }  // namespace floodgate::proxy

@@ -133,6 +133,10 @@ class Reactor {
   std::chrono::steady_clock::time_point now() const;
   // Writes a new 32-hex-digit request id into `out` (32 bytes).
   void next_request_id(char* out);
+  // A client connection id unique in the process: the reactor's index in the top byte.
+  uint64_t next_connection_id() noexcept {
+    return (uint64_t{index_} << 56) | (++connections_accepted_ & ((uint64_t{1} << 56) - 1));
+  }
 
   // Client connection registry (for draining and forced close).
   void add_client(ClientConn& s);
@@ -161,6 +165,7 @@ class Reactor {
   void housekeep(bool trim);
 
   unsigned index_;
+  uint64_t connections_accepted_ = 0;  // for next_connection_id()
   // Carries work posted from other threads (post()); the Poller runs it on every turn. It owns
   // no I/O objects: sockets and the tick belong to the Poller.
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -180,6 +181,65 @@ struct WatchdogParams {
   bool operator==(const WatchdogParams&) const = default;
 };
 
+// A request-key source (seed 004's "Request-Key Sources"): where a rule takes the identity it
+// counts by. The text form is what the configuration wrote (`header:x-tenant-id`, `peer_ip`).
+struct KeySource {
+  enum class Kind : uint8_t {
+    none,          // no source: a route-scope rule, or no tier_key
+    header,        // header:<name>, the first field of that name; `name` lower-case
+    cookie,        // cookie:<name>, from the Cookie fields
+    query,         // query:<name>, from the target's query string, as received
+    path,          // the normalised path
+    authority,     // the Host (or the absolute-form target's authority)
+    method,        // the method token
+    cid,           // cid / sticky-cid: the client connection's id
+    peer_ip,       // the address the connection comes from
+    client_ip,     // the left-most X-Forwarded-For address when the peer is a trusted proxy
+    bearer_token,  // the credentials of "Authorization: Bearer <token>"
+  };
+  Kind kind = Kind::none;
+  std::string name{};  // header (lower-case), cookie and query: the name; empty otherwise
+  bool operator==(const KeySource&) const = default;
+};
+
+// What a scoped rate limit counts by (seed 004): the upstream routed to, or an identity within it.
+enum class RateScope : uint8_t { route, client, tenant, token };
+// A rule's table of buckets is full (1,024 live identities): new identities share one overflow
+// bucket at the rule's rate (seed 002's TenantLimiter), or pass unlimited (seed 004's legacy
+// scoped limiter). Both are counted.
+enum class OnTableFull : uint8_t { overflow_bucket, fail_open };
+
+struct RateTier {
+  uint32_t requests_per_sec = 0;  // > 0
+  uint32_t burst = 0;             // > 0
+  bool operator==(const RateTier&) const = default;
+};
+
+// One [[resilience.scoped_rate_limits]] rule: a token bucket per identity, process-wide (GCRA,
+// resilience/gcra.h), answered 429 rate_limited with Retry-After and X-Floodgate-Limit when
+// empty (issue 15).
+struct ScopedRateLimitParams {
+  std::string name{};  // unique, non-empty
+  RateScope scope = RateScope::route;
+  // none for route scope; config fills the defaults: peer_ip for client, bearer_token for token.
+  KeySource key{};
+  uint32_t requests_per_sec = 0;                // > 0
+  uint32_t burst = 0;                           // > 0
+  std::vector<std::string> route_allowlist{};   // upstream names; empty = every upstream
+  std::chrono::milliseconds idle_ttl{300'000};  // > 0: a bucket idle this long is reclaimed
+  OnTableFull on_table_full = OnTableFull::overflow_bucket;
+  Mode mode = Mode::enforce;
+  // Tenant scope only: the plan named by `tier_key` picks the rates; a plan naming no tier (or
+  // none sent) uses the rule's own requests_per_sec and burst.
+  KeySource tier_key{};
+  std::map<std::string, RateTier, std::less<>> tiers{};
+  bool operator==(const ScopedRateLimitParams&) const = default;
+};
+
+// The most [[resilience.scoped_rate_limits]] rules: what one request holds to give back when a
+// later rule refuses it lives on the stack.
+inline constexpr std::size_t kMaxScopedRateLimits = 32;
+
 struct Params {
   InflightParams inflight;
   MemoryGuardParams memory_guard;
@@ -191,6 +251,7 @@ struct Params {
   BrownoutParams brownout;
   RouteQueueParams route_queue;
   WatchdogParams watchdog;
+  std::vector<ScopedRateLimitParams> scoped_rate_limits;  // in configuration order
   bool operator==(const Params&) const = default;
 };
 

@@ -148,6 +148,22 @@ restart_cooldown = "5m"
   EXPECT_EQ(changed(d, "tables"), "[]");
 }
 
+TEST(ConfigDiff, ReportsTheScopedRateLimitsAndTheTrustedProxiesThatDiffer) {
+  const config::Config a = parse(kBase);
+  const config::Config b = parse(std::string(R"(
+[server]
+trusted_proxies = ["10.0.0.0/8"]
+[[resilience.scoped_rate_limits]]
+name = "per-client"
+scope = "client"
+requests_per_sec = 10
+burst = 20
+)") + kBase);
+  const json::object d = config_diff(a, b);
+  EXPECT_EQ(changed(d, "resilience"), R"(["scoped_rate_limits"])");
+  EXPECT_EQ(changed(d, "tables"), R"(["server"])");
+}
+
 TEST(ConfigDiff, RoutesInAnotherOrderAreReported) {
   const std::string pools = R"(
 [[upstreams]]

@@ -255,7 +255,8 @@ upstream = "app"
     {"unknown_resilience_table", before_minimal("[resilience.limits]\nmax = 1"), Severity::error,
      "resilience.limits", 1, 1,
      "[resilience] has the sub-tables inflight, memory_guard, protocol, circuit_breaker, "
-     "retry_budget, hedging, adaptive_admission, brownout, route_queue and watchdog"},
+     "retry_budget, hedging, adaptive_admission, brownout, route_queue, watchdog and "
+     "scoped_rate_limits"},
     {"later_resilience_table", before_minimal("[resilience.quota]\nenabled = true"),
      Severity::error, "resilience.quota", 1, 1, "is not available in this version of floodgate"},
     {"unknown_key_in_resilience_table",

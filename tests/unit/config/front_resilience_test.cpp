@@ -365,8 +365,8 @@ TEST(ConfigFrontResilience, RejectsAnUnknownSubTableNamingTheOnesThatExist) {
   EXPECT_EQ(only(load_in("[resilience.limits]", "max = 1")),
             "test.toml:1:1: error: resilience.limits: unknown table [resilience.limits]; "
             "[resilience] has the sub-tables inflight, memory_guard, protocol, "
-            "circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, route_queue "
-            "and watchdog");
+            "circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, route_queue, "
+            "watchdog and scoped_rate_limits");
 }
 
 TEST(ConfigFrontResilience, SuggestsTheClosestSubTableForATypo) {
@@ -374,36 +374,30 @@ TEST(ConfigFrontResilience, SuggestsTheClosestSubTableForATypo) {
             "test.toml:1:1: error: resilience.inflght: unknown table [resilience.inflght] (did "
             "you mean 'inflight'?); [resilience] has the sub-tables inflight, memory_guard, "
             "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
-            "route_queue and watchdog");
+            "route_queue, watchdog and scoped_rate_limits");
 }
 
-class ConfigFrontLaterTables : public ::testing::TestWithParam<std::string_view> {};
-
-TEST_P(ConfigFrontLaterTables, AreNotAcceptedYet) {
-  const std::string name(GetParam());
-  EXPECT_EQ(only(load_in("[resilience." + name + "]", "enabled = true")),
-            "test.toml:1:1: error: resilience." + name + ": [resilience." + name +
-                "] is not available in this version of floodgate; [resilience] has the "
-                "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
-                "hedging, adaptive_admission, brownout, route_queue and watchdog");
+TEST(ConfigFrontResilience, RejectsTheQuotaTableOfALaterVersion) {
+  EXPECT_EQ(only(load_in("[resilience.quota]", "enabled = true")),
+            "test.toml:1:1: error: resilience.quota: [resilience.quota] is not available in this "
+            "version of floodgate; [resilience] has the sub-tables inflight, memory_guard, "
+            "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
+            "route_queue, watchdog and scoped_rate_limits");
 }
-
-INSTANTIATE_TEST_SUITE_P(Seed004, ConfigFrontLaterTables,
-                         ::testing::Values("scoped_rate_limits", "quota"));
 
 TEST(ConfigFrontResilience, RejectsAnArrayOfTablesOfALaterVersion) {
-  EXPECT_EQ(only(load_in("[[resilience.scoped_rate_limits]]", "name = \"api\"")),
-            "test.toml:1:1: error: resilience.scoped_rate_limits: [resilience.scoped_rate_limits] "
-            "is not available in this version of floodgate; [resilience] has the sub-tables "
-            "inflight, memory_guard, protocol, circuit_breaker, retry_budget, hedging, "
-            "adaptive_admission, brownout, route_queue and watchdog");
+  EXPECT_EQ(only(load_in("[[resilience.quota]]", "name = \"api\"")),
+            "test.toml:1:1: error: resilience.quota: [resilience.quota] is not available in this "
+            "version of floodgate; [resilience] has the sub-tables inflight, memory_guard, "
+            "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
+            "route_queue, watchdog and scoped_rate_limits");
 }
 
 TEST(ConfigFrontResilience, RejectsAnUnknownKeyInTheResilienceTable) {
   EXPECT_EQ(only(load_in("[resilience]", "enabled = true")),
             "test.toml:2:1: error: resilience.enabled: unknown key 'enabled' in [resilience]; "
             "expected one of: inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
-            "hedging, adaptive_admission, brownout, route_queue, watchdog");
+            "hedging, adaptive_admission, brownout, route_queue, watchdog, scoped_rate_limits");
 }
 
 TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBelongsIn) {
@@ -414,7 +408,8 @@ TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBel
             "test.toml:2:1: error: resilience.mode: unknown key 'mode' in [resilience]; 'mode' "
             "belongs in [resilience.inflight], [resilience.memory_guard], "
             "[resilience.protocol], [resilience.circuit_breaker], "
-            "[resilience.adaptive_admission], [resilience.brownout] or [resilience.route_queue]");
+            "[resilience.adaptive_admission], [resilience.brownout], [resilience.route_queue] "
+            "or a [[resilience.scoped_rate_limits]] rule");
 }
 
 TEST(ConfigFrontResilience, TellsWhereAKeyWrittenInServerBelongs) {

@@ -464,7 +464,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "[resilience.watchdog]; 'mode' belongs in [resilience.inflight], "
                  "[resilience.memory_guard], [resilience.protocol], "
                  "[resilience.circuit_breaker], [resilience.adaptive_admission], "
-                 "[resilience.brownout] or [resilience.route_queue]"}),
+                 "[resilience.brownout], [resilience.route_queue] or a "
+                 "[[resilience.scoped_rate_limits]] rule"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 class ConfigLocalProtectionSeedKeys : public ::testing::TestWithParam<KeyError> {};

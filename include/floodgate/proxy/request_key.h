@@ -1,0 +1,87 @@
+// Request-key sources (seed 004, "Request-Key Sources"): the identity a scoped rate limit (issue
+// 15) counts a request by, read from the parsed head, the RequestView and the connection.
+//
+// What each source gives (an empty result means the request has none: "missing"):
+//   header:<name>  the first field named <name> (case-insensitive), trimmed of OWS. Only the
+//                  first such field counts, even when its value is empty.
+//   cookie:<name>  the first cookie named exactly <name> (names are case-sensitive) in the
+//                  Cookie fields, every one of them searched in order, each a `;`-separated list
+//                  of `name=value` pairs (RFC 6265 section 5.4; OWS around a pair, its name and
+//                  its value is ignored); the value without one pair of surrounding DQUOTEs.
+//   query:<name>   the value of the first `&`-separated parameter of the request-target's query
+//                  (after the first '?', up to a '#') whose name is exactly <name>. Nothing is
+//                  percent-decoded, neither names nor values: identities are compared as sent,
+//                  so `?t=a%62` and `?t=ab` are two identities. `?t` (no '=') is an empty value.
+//   path           RequestView::path, the normalised path (empty for CONNECT and OPTIONS *).
+//   authority      RequestView::authority (absolute-form), else RequestView::host.
+//   method         the method token as received.
+//   cid            the client connection's id, in decimal.
+//   peer_ip        the connection's peer address, as the access log writes it (peer_text).
+//   client_ip      when the peer is inside one of the trusted proxies' ranges: the left-most
+//                  element of the first X-Forwarded-For field, trimmed, if it is an IP address
+//                  (IpAddress::parse: no brackets, no port, no zone); otherwise (an untrusted
+//                  peer, no X-Forwarded-For, a malformed first element) the peer itself. A
+//                  header is never believed from an untrusted peer. Either way the address is
+//                  written in one canonical form (IPv4 and IPv4-mapped IPv6 as dotted quad, IPv6
+//                  as inet_ntop writes it), so a client counts once whether it comes directly,
+//                  over a dual-stack listener or through a proxy. Note that the left-most
+//                  element is whatever the first hop wrote: a trusted proxy that appends to a
+//                  client's own X-Forwarded-For passes that client's claim on.
+//   bearer_token   the credentials of the first Authorization field when its scheme is Bearer
+//                  (case-insensitive), trimmed; any other scheme, or none, is missing.
+//   none           always missing.
+// Values are returned whatever their length (a value of more than 256 bytes too): the scoped
+// limiter stores only a digest of it (resilience/identity_digest.h), never the value.
+//
+// Cost: a scan of the head's fields for the header-based sources; nothing allocates, nothing
+// locks, nothing throws.
+//
+// Thread-safety and lifetime: a pure function of its arguments. A result views the head buffer,
+// the RequestView's strings, peer_text or `scratch`, and is valid as long as they are: for the
+// one check it was computed for.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/core/ip_range.h"
+#include "floodgate/http/parser.h"
+#include "floodgate/resilience/params.h"
+#include "floodgate/resilience/request_view.h"
+
+namespace floodgate::proxy {
+
+// What the key sources read from one request (views; valid for one check). A null member gives
+// nothing: the sources that need it are missing (client_ip without `peer` falls back to
+// peer_text, without `trusted_proxies` it trusts nobody).
+struct KeyContext {
+  const http::Parser* head = nullptr;  // the parsed request head
+  const resilience::RequestView* request = nullptr;
+  const IpAddress* peer = nullptr;  // the connection's peer
+  std::string_view peer_text;       // its textual form (as the access log has it)
+  uint64_t connection_id = 0;       // the client connection's id (cid)
+  const std::vector<IpRange>* trusted_proxies = nullptr;  // server.trusted_proxies
+};
+
+// Room for what a source writes rather than views: cid's decimal form (20 digits) and
+// client_ip's canonical address (INET6_ADDRSTRLEN, 46).
+inline constexpr std::size_t kKeyScratch = 64;
+
+// The identity source `s` gives this request, or an empty view when it has none (see above).
+std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,
+                        std::span<char, kKeyScratch> scratch) noexcept;
+
+// The scoped rules' compatibility fallback (seed 004): when `s` gives nothing, authority, then
+// path, then method. `from` says which source answered (none, with an empty value, when not
+// even the method is known).
+struct Identity {
+  std::string_view value;
+  resilience::KeySource::Kind from = resilience::KeySource::Kind::none;
+};
+Identity identity_of(const resilience::KeySource& s, const KeyContext& c,
+                     std::span<char, kKeyScratch> scratch) noexcept;
+
+}  // namespace floodgate::proxy

@@ -1,0 +1,397 @@
+// The request-key sources of scoped rate limits: every source of seed 004's table, the
+// compatibility fallback (authority, path, method), and that reading them allocates nothing.
+#include "floodgate/proxy/request_key.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/core/heap_count.h"
+
+namespace floodgate::proxy {
+namespace {
+
+using Kind = resilience::KeySource::Kind;
+
+resilience::KeySource src(Kind kind, std::string name = {}) {
+  return resilience::KeySource{.kind = kind, .name = std::move(name)};
+}
+
+IpRange range(std::string_view text) {
+  const std::optional<IpRange> r = IpRange::parse(text);
+  EXPECT_TRUE(r.has_value()) << text;
+  return r.value_or(IpRange{});
+}
+
+// One request as the client connection holds it: the head parsed in place, the RequestView the
+// stages see, and the connection's peer.
+class Request {
+ public:
+  explicit Request(std::string_view fields, std::string_view target = "/p",
+                   std::string_view method = "GET", std::string_view peer = "192.0.2.10")
+      : text_(std::string(method) + " " + std::string(target) + " HTTP/1.1\r\n" +
+              std::string(fields) + "\r\n"),
+        fields_(std::make_unique<http::HeaderField[]>(http::HeadLimits{}.max_headers)),
+        parser_(http::Parser::Kind::request),
+        peer_text_(peer) {
+    parser_.begin(text_.data(), fields_.get(), http::HeadLimits{});
+    EXPECT_EQ(parser_.parse_head(text_.size()), http::Parser::Result::head_done) << text_;
+    view_.method = parser_.method_name();
+    view_.target = parser_.target();
+    view_.path = target.starts_with('/') ? target.substr(0, target.find('?')) : "";
+    for (uint32_t i = 0; i < parser_.field_count(); ++i) {
+      if (parser_.field_kind(i) == http::Field::host) view_.host = parser_.field_value(i);
+    }
+    peer_ = IpAddress::parse(peer_text_).value_or(IpAddress{});
+  }
+
+  KeyContext context() const {
+    return KeyContext{.head = &parser_,
+                      .request = &view_,
+                      .peer = &peer_,
+                      .peer_text = peer_text_,
+                      .connection_id = 42,
+                      .trusted_proxies = &trusted};
+  }
+  std::string key(const resilience::KeySource& s) const {
+    std::array<char, kKeyScratch> scratch{};
+    return std::string(key_of(s, context(), scratch));
+  }
+  std::string key(Kind kind, std::string name = {}) const {
+    return key(src(kind, std::move(name)));
+  }
+
+  resilience::RequestView view_;
+  std::vector<IpRange> trusted;
+
+ private:
+  std::string text_;
+  std::unique_ptr<http::HeaderField[]> fields_;
+  http::Parser parser_;
+  std::string peer_text_;
+  IpAddress peer_{};
+};
+
+// --- header:<name>
+
+TEST(HeaderKey, IsTheFirstFieldOfThatNameInAnyCaseTrimmed) {
+  const Request r("Host: h\r\nX-Tenant-ID:  acme \r\nx-tenant-id: other\r\n");
+  EXPECT_EQ(r.key(Kind::header, "x-tenant-id"), "acme");
+}
+
+TEST(HeaderKey, AnEmptyFirstFieldIsMissingEvenWhenALaterOneHasAValue) {
+  const Request r("Host: h\r\nX-Tenant-Id:\r\nX-Tenant-Id: acme\r\n");
+  EXPECT_EQ(r.key(Kind::header, "x-tenant-id"), "");
+}
+
+TEST(HeaderKey, AnAbsentFieldIsMissing) {
+  EXPECT_EQ(Request("Host: h\r\n").key(Kind::header, "x-tenant-id"), "");
+}
+
+// --- cookie:<name>
+
+TEST(CookieKey, IsTheNamedCookieOfTheCookieField) {
+  const Request r("Host: h\r\nCookie: a=1; session=abc; b=2\r\n");
+  EXPECT_EQ(r.key(Kind::cookie, "session"), "abc");
+}
+
+TEST(CookieKey, SearchesEveryCookieFieldInOrder) {
+  const Request r("Host: h\r\nCookie: a=1\r\ncookie: session=abc\r\nCookie: session=late\r\n");
+  EXPECT_EQ(r.key(Kind::cookie, "session"), "abc");
+}
+
+TEST(CookieKey, StripsOnePairOfSurroundingQuotes) {
+  const Request r("Host: h\r\nCookie: session=\"abc\"; q=\"\"; half=\"x\r\n");
+  EXPECT_EQ(r.key(Kind::cookie, "session"), "abc");
+  EXPECT_EQ(r.key(Kind::cookie, "q"), "");
+  EXPECT_EQ(r.key(Kind::cookie, "half"), "\"x");
+}
+
+TEST(CookieKey, NamesAreCaseSensitive) {
+  const Request r("Host: h\r\nCookie: Session=upper; session=lower\r\n");
+  EXPECT_EQ(r.key(Kind::cookie, "session"), "lower");
+  EXPECT_EQ(r.key(Kind::cookie, "SESSION"), "");
+}
+
+TEST(CookieKey, ToleratesMissingSpacesAndSkipsPairsWithoutEquals) {
+  const Request r("Host: h\r\nCookie: junk;a=1;session = abc ;\r\n");
+  EXPECT_EQ(r.key(Kind::cookie, "session"), "abc");
+  EXPECT_EQ(r.key(Kind::cookie, "junk"), "");
+}
+
+TEST(CookieKey, AValueContainingEqualsIsKeptWhole) {
+  const Request r("Host: h\r\nCookie: t=a=b==\r\n");
+  EXPECT_EQ(r.key(Kind::cookie, "t"), "a=b==");
+}
+
+TEST(CookieKey, NoCookieFieldIsMissing) {
+  EXPECT_EQ(Request("Host: h\r\n").key(Kind::cookie, "session"), "");
+}
+
+// --- query:<name>
+
+TEST(QueryKey, IsTheFirstParameterOfThatName) {
+  const Request r("Host: h\r\n", "/p?x=1&tenant=acme&tenant=other");
+  EXPECT_EQ(r.key(Kind::query, "tenant"), "acme");
+}
+
+TEST(QueryKey, IsNotPercentDecoded) {
+  const Request r("Host: h\r\n", "/p?t%65nant=x&tenant=a%62c+d");
+  EXPECT_EQ(r.key(Kind::query, "tenant"), "a%62c+d");
+}
+
+TEST(QueryKey, ANameWithoutEqualsOrAnEmptyValueIsMissing) {
+  EXPECT_EQ(Request("Host: h\r\n", "/p?tenant&x=1").key(Kind::query, "tenant"), "");
+  EXPECT_EQ(Request("Host: h\r\n", "/p?tenant=").key(Kind::query, "tenant"), "");
+}
+
+TEST(QueryKey, MatchesWholeNamesOnly) {
+  const Request r("Host: h\r\n", "/p?tenants=1&xtenant=2&tenant=3");
+  EXPECT_EQ(r.key(Kind::query, "tenant"), "3");
+  EXPECT_EQ(r.key(Kind::query, "Tenant"), "");
+}
+
+TEST(QueryKey, StopsAtAFragmentAndToleratesEmptyParameters) {
+  EXPECT_EQ(Request("Host: h\r\n", "/p?&&tenant=a#x").key(Kind::query, "tenant"), "a");
+  EXPECT_EQ(Request("Host: h\r\n", "/p?x=1#tenant=a").key(Kind::query, "tenant"), "");
+}
+
+TEST(QueryKey, ReadsTheQueryOfAnAbsoluteFormTarget) {
+  const Request r("Host: h\r\n", "http://h/p?tenant=acme");
+  EXPECT_EQ(r.key(Kind::query, "tenant"), "acme");
+}
+
+TEST(QueryKey, ATargetWithoutAQueryIsMissing) {
+  EXPECT_EQ(Request("Host: h\r\n", "/p").key(Kind::query, "tenant"), "");
+  EXPECT_EQ(Request("Host: h\r\n", "/p?").key(Kind::query, "tenant"), "");
+}
+
+// --- path, authority, method, cid, peer_ip
+
+TEST(RequestKeys, PathIsTheNormalisedPath) {
+  Request r("Host: h\r\n", "/a/../b?q=1");
+  r.view_.path = "/b";  // what MatchPath made of it
+  EXPECT_EQ(r.key(Kind::path), "/b");
+}
+
+TEST(RequestKeys, AuthorityIsTheTargetsAuthorityElseTheHost) {
+  Request r("Host: h.example\r\n");
+  EXPECT_EQ(r.key(Kind::authority), "h.example");
+  r.view_.authority = "abs.example:8080";
+  EXPECT_EQ(r.key(Kind::authority), "abs.example:8080");
+}
+
+TEST(RequestKeys, MethodIsTheMethodToken) {
+  EXPECT_EQ(Request("Host: h\r\n", "/p", "DELETE").key(Kind::method), "DELETE");
+}
+
+TEST(RequestKeys, CidIsTheConnectionIdInDecimal) {
+  const Request r("Host: h\r\n");
+  EXPECT_EQ(r.key(Kind::cid), "42");
+  KeyContext c = r.context();
+  std::array<char, kKeyScratch> scratch{};
+  c.connection_id = UINT64_MAX;
+  EXPECT_EQ(key_of(src(Kind::cid), c, scratch), "18446744073709551615");
+  c.connection_id = 0;
+  EXPECT_EQ(key_of(src(Kind::cid), c, scratch), "0");
+}
+
+TEST(RequestKeys, PeerIpIsThePeersTextEvenWithForwardedFor) {
+  Request r("Host: h\r\nX-Forwarded-For: 203.0.113.9\r\n");
+  r.trusted = {range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::peer_ip), "192.0.2.10");
+}
+
+TEST(RequestKeys, NoneIsAlwaysMissing) {
+  EXPECT_EQ(Request("Host: h\r\nX-A: b\r\n").key(Kind::none), "");
+}
+
+// --- client_ip
+
+TEST(ClientIp, IsTheLeftMostForwardedForAddressFromATrustedProxy) {
+  Request r("Host: h\r\nX-Forwarded-For:  203.0.113.9 , 198.51.100.1\r\n");
+  r.trusted = {range("10.0.0.0/8"), range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "203.0.113.9");
+}
+
+TEST(ClientIp, NeverBelievesAnUntrustedPeer) {
+  Request r("Host: h\r\nX-Forwarded-For: 203.0.113.9\r\n");
+  r.trusted = {range("10.0.0.0/8")};
+  EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");
+  r.trusted.clear();
+  EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");
+}
+
+TEST(ClientIp, IsThePeerWhenATrustedProxySendsNoForwardedFor) {
+  Request r("Host: h\r\n");
+  r.trusted = {range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");
+}
+
+TEST(ClientIp, IsThePeerWhenTheLeftMostElementIsNotAnAddress) {
+  for (const char* xff : {"unknown", "203.0.113.9:443", "[2001:db8::1]", "[2001:db8::1]:443",
+                          ", 203.0.113.9", "host.example", "203.0.113.9 extra", ""}) {
+    Request r(std::string("Host: h\r\nX-Forwarded-For: ") + xff + "\r\n");
+    r.trusted = {range("192.0.2.0/24")};
+    EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10") << xff;
+  }
+}
+
+TEST(ClientIp, ReadsOnlyTheFirstForwardedForField) {
+  Request r("Host: h\r\nX-Forwarded-For: junk\r\nx-forwarded-for: 203.0.113.9\r\n");
+  r.trusted = {range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");
+}
+
+TEST(ClientIp, TakesIpv6FromAnIpv6ProxyInCanonicalForm) {
+  Request r("Host: h\r\nX-Forwarded-For: 2001:DB8:0:0::0:1, 10.0.0.1\r\n", "/p", "GET",
+            "2001:db8:ffff::2");
+  r.trusted = {range("2001:db8:ffff::/48")};
+  EXPECT_EQ(r.key(Kind::client_ip), "2001:db8::1");
+}
+
+TEST(ClientIp, AnIpv4MappedPeerIsInItsIpv4RangeAndWrittenAsIpv4) {
+  Request r("Host: h\r\nX-Forwarded-For: ::ffff:203.0.113.9\r\n", "/p", "GET", "::ffff:192.0.2.10");
+  EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");  // untrusted: the peer, as IPv4
+  r.trusted = {range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "203.0.113.9");
+}
+
+TEST(ClientIp, WithoutAPeerAddressIsThePeerText) {
+  const Request r("Host: h\r\nX-Forwarded-For: 203.0.113.9\r\n");
+  KeyContext c = r.context();
+  c.peer = nullptr;
+  c.peer_text = "unix";
+  std::array<char, kKeyScratch> scratch{};
+  EXPECT_EQ(key_of(src(Kind::client_ip), c, scratch), "unix");
+}
+
+// --- bearer_token
+
+TEST(BearerToken, IsTheCredentialsOfABearerAuthorization) {
+  EXPECT_EQ(Request("Host: h\r\nAuthorization: Bearer abc.def\r\n").key(Kind::bearer_token),
+            "abc.def");
+}
+
+TEST(BearerToken, TheSchemeIsCaseInsensitiveAndTheTokenTrimmed) {
+  EXPECT_EQ(Request("Host: h\r\nauthorization: bEaReR   tok  \r\n").key(Kind::bearer_token), "tok");
+}
+
+TEST(BearerToken, AnyOtherSchemeOrNoTokenIsMissing) {
+  for (const char* value : {"Basic dXNlcjpwYXNz", "Bearer", "Bearer   ", "Bearertok", "tok", ""}) {
+    const Request r(std::string("Host: h\r\nAuthorization: ") + value + "\r\n");
+    EXPECT_EQ(r.key(Kind::bearer_token), "") << value;
+  }
+  EXPECT_EQ(Request("Host: h\r\n").key(Kind::bearer_token), "");
+}
+
+// --- lengths, null members
+
+TEST(RequestKeys, AValueLongerThan256BytesIsReturnedWhole) {
+  const std::string tenant(1000, 't');
+  const Request r("Host: h\r\nX-Tenant: " + tenant + "\r\n");
+  EXPECT_EQ(r.key(Kind::header, "x-tenant"), tenant);
+}
+
+TEST(RequestKeys, AnEmptyContextGivesOnlyTheConnectionsOwnKeys) {
+  const KeyContext c{.peer_text = "192.0.2.10", .connection_id = 7};
+  std::array<char, kKeyScratch> scratch{};
+  for (const Kind k : {Kind::header, Kind::cookie, Kind::query, Kind::path, Kind::authority,
+                       Kind::method, Kind::bearer_token}) {
+    EXPECT_EQ(key_of(src(k, "x"), c, scratch), "") << static_cast<int>(k);
+  }
+  EXPECT_EQ(key_of(src(Kind::cid), c, scratch), "7");
+  EXPECT_EQ(key_of(src(Kind::peer_ip), c, scratch), "192.0.2.10");
+  EXPECT_EQ(key_of(src(Kind::client_ip), c, scratch), "192.0.2.10");
+}
+
+// --- the fallback
+
+Identity identity(const Request& r, const resilience::KeySource& s,
+                  std::array<char, kKeyScratch>& scratch) {
+  return identity_of(s, r.context(), scratch);
+}
+
+TEST(IdentityFallback, ThePresentKeyAnswers) {
+  const Request r("Host: h\r\nX-Tenant: acme\r\n");
+  std::array<char, kKeyScratch> scratch{};
+  const Identity id = identity(r, src(Kind::header, "x-tenant"), scratch);
+  EXPECT_EQ(id.value, "acme");
+  EXPECT_EQ(id.from, Kind::header);
+}
+
+TEST(IdentityFallback, AMissingKeyFallsBackToTheAuthorityFirst) {
+  const Request r("Host: h.example\r\n", "/p");
+  std::array<char, kKeyScratch> scratch{};
+  const Identity id = identity(r, src(Kind::header, "x-tenant"), scratch);
+  EXPECT_EQ(id.value, "h.example");
+  EXPECT_EQ(id.from, Kind::authority);
+}
+
+TEST(IdentityFallback, ThenThePath) {
+  Request r("Host: h\r\n", "/p");
+  r.view_.host = {};
+  std::array<char, kKeyScratch> scratch{};
+  const Identity id = identity(r, src(Kind::bearer_token), scratch);
+  EXPECT_EQ(id.value, "/p");
+  EXPECT_EQ(id.from, Kind::path);
+}
+
+TEST(IdentityFallback, ThenTheMethod) {
+  Request r("Host: h\r\n", "/p", "PUT");
+  r.view_.host = {};
+  r.view_.path = {};
+  std::array<char, kKeyScratch> scratch{};
+  const Identity id = identity(r, src(Kind::cookie, "session"), scratch);
+  EXPECT_EQ(id.value, "PUT");
+  EXPECT_EQ(id.from, Kind::method);
+}
+
+TEST(IdentityFallback, NothingAtAllIsAnEmptyIdentityFromNone) {
+  std::array<char, kKeyScratch> scratch{};
+  const Identity id = identity_of(src(Kind::header, "x"), KeyContext{}, scratch);
+  EXPECT_EQ(id.value, "");
+  EXPECT_EQ(id.from, Kind::none);
+}
+
+// --- allocation
+
+TEST(RequestKeys, ReadingEverySourceAllocatesNothing) {
+  Request r(
+      "Host: h\r\nX-Tenant: acme\r\nCookie: a=1; s=\"v\"\r\nAuthorization: Bearer tok\r\n"
+      "X-Forwarded-For: 2001:db8::1\r\n",
+      "/p?t=1");
+  r.trusted = {range("192.0.2.0/24")};
+  const std::vector<resilience::KeySource> sources = {src(Kind::header, "x-tenant"),
+                                                      src(Kind::cookie, "s"),
+                                                      src(Kind::query, "t"),
+                                                      src(Kind::path),
+                                                      src(Kind::authority),
+                                                      src(Kind::method),
+                                                      src(Kind::cid),
+                                                      src(Kind::peer_ip),
+                                                      src(Kind::client_ip),
+                                                      src(Kind::bearer_token),
+                                                      src(Kind::header, "x-absent")};
+  const KeyContext c = r.context();
+  std::array<char, kKeyScratch> scratch{};
+  std::size_t total = 0;
+  count_heap_allocations_on_this_thread();
+  const uint64_t before = counted_heap_allocations();
+  for (int i = 0; i < 100; ++i) {
+    for (const resilience::KeySource& s : sources) {
+      total += key_of(s, c, scratch).size() + identity_of(s, c, scratch).value.size();
+    }
+  }
+  EXPECT_EQ(counted_heap_allocations() - before, 0u);
+  EXPECT_GT(total, 0u);
+}
+
+}  // namespace
+}  // namespace floodgate::proxy
