@@ -70,6 +70,15 @@ def parse_args():
                    help="taskset -c CPU list for the backend (PIN_BACKEND)")
     p.add_argument("--pin-wrk", default=env("PIN_WRK", ""),
                    help="taskset -c CPU list for wrk (PIN_WRK)")
+    p.add_argument("--floodgate-extra", default=env("FLOODGATE_EXTRA", ""),
+                   help="a TOML file appended to floodgate's configuration (FLOODGATE_EXTRA), "
+                        "e.g. rate limit rules; with --floodgate-prev naming the same binary, "
+                        "measures what the tables cost")
+    p.add_argument("--floodgate-prev-extra", default=env("FLOODGATE_PREV_EXTRA", ""),
+                   help="the same for floodgate-prev (FLOODGATE_PREV_EXTRA)")
+    p.add_argument("--header", action="append", default=[],
+                   help="a header line wrk sends with every request (repeatable), e.g. "
+                        "'X-Tenant: acme'")
     p.add_argument("--results-dir", default=env("RESULTS_DIR", os.path.join(HERE, "results")),
                    help="where the raw results file goes (RESULTS_DIR)")
     args = p.parse_args()
@@ -116,7 +125,7 @@ def host_cpu():
 def run_wrk(args, port, duration):
     cmd = (["taskset", "-c", args.pin_wrk] if args.pin_wrk else []) + [
         "wrk", "-t1", f"-c{args.connections}", f"-d{duration}s", "--latency",
-        f"http://127.0.0.1:{port}/"]
+        *[a for h in args.header for a in ("-H", h)], f"http://127.0.0.1:{port}/"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
     if out.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed:\n{out.stdout}{out.stderr}")
@@ -281,8 +290,11 @@ def main():
     pins = {"backend": args.pin_backend,
             **{p: args.pin_proxy for p in targets.PROXIES + ("floodgate-prev",)}}
     rounds, order_log, idle = [], [], {}
+    extra = {kind: open(path).read() for kind, path in
+             (("floodgate", args.floodgate_extra), ("floodgate-prev", args.floodgate_prev_extra))
+             if path}
     with targets.Stack(args.floodgate, args.forward_headers, pins,
-                       floodgate_prev_bin=args.floodgate_prev) as stack:
+                       floodgate_prev_bin=args.floodgate_prev, extra_toml=extra) as stack:
         stack.start("backend")
         for name in active:
             stack.start(name)

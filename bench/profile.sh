@@ -14,7 +14,11 @@
 #
 # Usage: bench/profile.sh [-t floodgate|haproxy|nginx] [-n REQUESTS] [-c CONNECTIONS]
 #                         [-w WARMUP] [-d WRK_SECONDS] [-b FLOODGATE_BINARY] [-o OUT_DIR]
-# Env equivalents: TARGET, REQUESTS, CONNECTIONS, WARMUP, WRK_SECONDS, FLOODGATE, OUT_DIR.
+#                         [-x EXTRA_TOML] [-H 'Name: value']...
+# -x appends a TOML file to floodgate's configuration (rate limit rules, say); -H adds a
+# header to every request of both phases (repeatable).
+# Env equivalents: TARGET, REQUESTS, CONNECTIONS, WARMUP, WRK_SECONDS, FLOODGATE, OUT_DIR,
+# FLOODGATE_EXTRA.
 # For symbols with line numbers build floodgate RelWithDebInfo (the default build type).
 set -euo pipefail
 
@@ -26,11 +30,14 @@ warmup=${WARMUP:-1000}
 wrk_seconds=${WRK_SECONDS:-5}
 floodgate=${FLOODGATE:-$here/../build/floodgate}
 out_dir=${OUT_DIR:-$here/results}
+extra=${FLOODGATE_EXTRA:-}
+headers=()
 
-while getopts "t:n:c:w:d:b:o:h" opt; do
+while getopts "t:n:c:w:d:b:o:x:H:h" opt; do
   case $opt in
     t) target=$OPTARG ;; n) requests=$OPTARG ;; c) connections=$OPTARG ;;
     w) warmup=$OPTARG ;; d) wrk_seconds=$OPTARG ;; b) floodgate=$OPTARG ;; o) out_dir=$OPTARG ;;
+    x) extra=$OPTARG ;; H) headers+=("$OPTARG") ;;
     *) sed -n '2,18p' "$0"; exit 2 ;;
   esac
 done
@@ -75,8 +82,8 @@ start() {
 # Config for $target; for nginx, a single process so that the worker is the process we profile.
 target_command() {
   local cmd
-  cmd=$(python3 "$here/targets.py" config "$target" "$tmp" "$target_port" "$backend_port" \
-    "$floodgate")
+  cmd=$(FLOODGATE_EXTRA="$extra" python3 "$here/targets.py" config "$target" "$tmp" \
+    "$target_port" "$backend_port" "$floodgate")
   [[ $target == nginx ]] && sed -i 's/^master_process on;/master_process off;/' "$tmp/nginx.conf"
   echo "$cmd"
 }
@@ -96,11 +103,12 @@ run() {
 cat >"$tmp/drive.py" <<'EOF'
 import http.client, sys, threading
 port, total, conns = (int(x) for x in sys.argv[1:4])
+headers = dict(h.split(": ", 1) for h in sys.argv[4:])
 errors = []
 def client(n):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for _ in range(n):
-        c.request("GET", "/")
+        c.request("GET", "/", headers=headers)
         r = c.getresponse(); r.read()
         if r.status != 200:
             errors.append(r.status)
@@ -110,20 +118,23 @@ for t in threads: t.start()
 for t in threads: t.join()
 sys.exit(f"{len(errors)} non-200 responses" if errors else 0)
 EOF
-drive() { run python3 "$tmp/drive.py" "$target_port" "$1" "$connections"; }
+drive() { run python3 "$tmp/drive.py" "$target_port" "$1" "$connections" "${headers[@]}"; }
+wrk_headers=()
+for h in "${headers[@]}"; do wrk_headers+=(-H "$h"); done
 
 # Phase 1: syscalls, context switches and CPU per request under wrk, counted by perf stat.
 perf_phase() {
   echo "== $target: perf stat over wrk -t1 -c64 -d${wrk_seconds}s"
   start "$target" "$target_port" "${cmd[@]}"
   local target_pid=${pids[-1]} perf_pid n
-  run wrk -t1 -c64 -d2s "http://127.0.0.1:$target_port/" >/dev/null      # warm-up
+  run wrk -t1 -c64 -d2s "${wrk_headers[@]}" "http://127.0.0.1:$target_port/" >/dev/null  # warm-up
   perf stat -x, -o "$tmp/perf.csv" -p "$target_pid" \
     -e 'raw_syscalls:sys_enter,context-switches,task-clock,syscalls:sys_enter_*' &
   perf_pid=$!
   pids+=("$perf_pid")
   sleep 0.2
-  run wrk -t1 -c64 -d"${wrk_seconds}s" "http://127.0.0.1:$target_port/" >"$tmp/wrk.out"
+  run wrk -t1 -c64 -d"${wrk_seconds}s" "${wrk_headers[@]}" "http://127.0.0.1:$target_port/" \
+    >"$tmp/wrk.out"
   kill -INT "$perf_pid"; wait "$perf_pid" || true
   unset 'pids[-1]'
   n=$(awk '/requests in/ {print $1}' "$tmp/wrk.out")

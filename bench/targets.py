@@ -200,9 +200,10 @@ upstream = "backend"
 
 
 def write_config(kind, d, port, backend_port, floodgate_bin="", forward_headers=False,
-                 taken=()):
+                 taken=(), extra_toml=""):
     """Writes KIND's configuration into directory D; returns the argv that runs it in the
-    foreground. KIND is "backend" or one of PROXIES."""
+    foreground. KIND is "backend" or one of PROXIES. EXTRA_TOML (floodgate only) is appended to
+    its configuration: more tables, such as [[resilience.scoped_rate_limits]]."""
     nofile = nofile_hard()
     if kind in ("backend", "nginx"):
         text = (backend_config(d, port, nofile) if kind == "backend"
@@ -216,7 +217,7 @@ def write_config(kind, d, port, backend_port, floodgate_bin="", forward_headers=
         argv = ["haproxy", "-db", "-f", path]
     elif kind in FLOODGATES:
         admin = unused_port(taken=set(taken) | {port, backend_port})
-        text = floodgate_config(port, admin, backend_port)
+        text = floodgate_config(port, admin, backend_port) + extra_toml
         path = f"{d}/{kind}.toml"
         argv = [floodgate_bin, "-c", path]
     else:
@@ -313,11 +314,12 @@ class Target:
 
 class Stack:
     def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False,
-                 floodgate_prev_bin=""):
+                 floodgate_prev_bin="", extra_toml=None):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-")
         os.chmod(self.dir, 0o755)      # nginx workers run as nobody when started by root
         self.floodgate_bin = floodgate_bin
         self.floodgate_prev_bin = floodgate_prev_bin
+        self.extra_toml = extra_toml or {}  # "floodgate" / "floodgate-prev" -> TOML appended
         self.forward_headers = forward_headers
         self.taskset = taskset or {}   # target name or "backend" -> CPU list for taskset -c
         self.keep_dir = keep_dir
@@ -344,7 +346,7 @@ class Stack:
         backend_port = self.targets["backend"].port if kind != "backend" else 0
         binary = self.floodgate_prev_bin if kind == "floodgate-prev" else self.floodgate_bin
         argv = write_config(kind, self.dir, port, backend_port, binary,
-                            self.forward_headers, self._ports)
+                            self.forward_headers, self._ports, self.extra_toml.get(kind, ""))
         cpus = self.taskset.get(kind)
         argv = (["taskset", "-c", cpus] if cpus else []) + list(wrapper) + argv
         log = f"{self.dir}/{kind}.out"
@@ -405,13 +407,17 @@ def exit_on_signals():
 
 def main(argv):
     """`targets.py config KIND DIR PORT BACKEND_PORT [FLOODGATE_BIN]`: writes KIND's config
-    into DIR and prints the shell-quoted command that runs it (used by profile.sh)."""
+    into DIR and prints the shell-quoted command that runs it (used by profile.sh). A TOML file
+    named by FLOODGATE_EXTRA is appended to floodgate's configuration."""
     if len(argv) < 5 or argv[0] != "config":
         sys.exit(main.__doc__)
     kind, d, port, backend_port = argv[1], argv[2], int(argv[3]), int(argv[4])
     floodgate_bin = argv[5] if len(argv) > 5 else ""
     os.makedirs(d, exist_ok=True)
-    print(shlex.join(write_config(kind, d, port, backend_port, floodgate_bin)))
+    extra = os.environ.get("FLOODGATE_EXTRA", "")
+    extra_toml = open(extra).read() if extra else ""
+    print(shlex.join(write_config(kind, d, port, backend_port, floodgate_bin,
+                                  extra_toml=extra_toml)))
 
 
 if __name__ == "__main__":

@@ -55,10 +55,7 @@ class RateLimitStage final : public Stage {
       const RateLimitRule& rule = *rules_[i];
       const resilience::ScopedRateLimitParams& p = rule.params;
       resilience::Digest id = route_digest_;
-      if (p.scope != RateScope::route) {
-        const Identity who = identity_of(p.key, ctx, scratch);
-        id = resilience::digest_of({tag_of(who.from), who.value});
-      }
+      if (p.scope != RateScope::route) id = identity(ex, identity_of(p.key, ctx, scratch));
       const GcraRate& rate =
           rule.tiers.empty() ? rule.rate : rule.rate_for(key_of(p.tier_key, ctx, scratch));
       RateRule::Shard& counts = rule.state->shard(ex.reactor);
@@ -87,6 +84,19 @@ class RateLimitStage final : public Stage {
   }
 
  private:
+  // The digest of `who`: the connection's own for its peer address (the same for every
+  // request on it), else worked out now.
+  static resilience::Digest identity(Exchange& ex, const Identity& who) noexcept {
+    if (who.from != KeySource::Kind::peer_ip) {
+      return resilience::digest_of({tag_of(who.from), who.value});
+    }
+    if (!ex.peer_digest_known) {
+      ex.peer_digest = resilience::digest_of({tag_of(who.from), who.value});
+      ex.peer_digest_known = true;
+    }
+    return ex.peer_digest;
+  }
+
   // What the chain does for a stage in shadow mode (Chain::enforced), for one rule.
   static void note_shadow(Exchange& ex) noexcept {
     ex.metrics->shadow_rejected(StageId::rate_limit, Reason::rate_limited);

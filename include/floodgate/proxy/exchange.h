@@ -30,6 +30,7 @@
 #include "floodgate/proxy/attempt.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/proxy/stage.h"
+#include "floodgate/resilience/identity_digest.h"
 #include "floodgate/resilience/inflight.h"
 #include "floodgate/resilience/request_view.h"
 #include "floodgate/upstream/admission.h"
@@ -130,6 +131,10 @@ struct Exchange {
   IpAddress peer{};
   std::string_view peer_text;  // the peer's address as the access log writes it
   uint64_t connection_id = 0;  // unique in the process (cid)
+  // The SHA-256 identity of peer_ip (a client rule's default key), worked out by the first
+  // request of the connection that needs it: every later one reuses it.
+  resilience::Digest peer_digest{};
+  bool peer_digest_known = false;
 
   // -- How the exchange ended, set where it is decided (core/outcome.h).
   Outcome outcome;

@@ -49,6 +49,20 @@ inline std::string only(const LoadResult& r) {
 
 // `header` on line 1 (a table, "[resilience.brownout]"), `body` from line 2 on, then `tail` (the
 // rest of a valid document) after a blank line.
+// Two pools after the tables under test, "app" and "billing", one server each (64 of pool
+// capacity, so "auto" is 4 x (reactors + 64), 260 with one reactor), and a route to "app".
+inline constexpr std::string_view kTwoPools = R"([[upstreams]]
+name = "app"
+servers = ["127.0.0.1:9000"]
+
+[[upstreams]]
+name = "billing"
+servers = ["127.0.0.1:9001"]
+
+[[routes]]
+upstream = "app"
+)";
+
 inline LoadResult load_table(std::string_view header, std::string_view body,
                              std::string_view tail) {
   return load(std::string(header) + "\n" + std::string(body) + "\n\n" + std::string(tail));

@@ -27,19 +27,7 @@ using testing::only;
 using Strings = std::vector<std::string>;
 using Caps = std::map<std::string, uint32_t, std::less<>>;
 
-// Two pools after the tables under test, "app" and "billing", one server each: 64 of pool
-// capacity, so "auto" is 4 x (reactors + 64), 260 with one reactor.
-constexpr std::string_view kTwoPools = R"([[upstreams]]
-name = "app"
-servers = ["127.0.0.1:9000"]
-
-[[upstreams]]
-name = "billing"
-servers = ["127.0.0.1:9001"]
-
-[[routes]]
-upstream = "app"
-)";
+using testing::kTwoPools;  // "app" and "billing", after the tables under test
 
 // `header` on line 1 ("[resilience.brownout]"), `body` from line 2 on, then the two pools.
 LoadResult load_in(std::string_view header, std::string_view body) {

@@ -28,18 +28,7 @@ using testing::load;
 using testing::only;
 using Kind = KeySource::Kind;
 
-// Two pools after the rules under test, "app" and "billing".
-constexpr std::string_view kTwoPools = R"([[upstreams]]
-name = "app"
-servers = ["127.0.0.1:9000"]
-
-[[upstreams]]
-name = "billing"
-servers = ["127.0.0.1:9001"]
-
-[[routes]]
-upstream = "app"
-)";
+using testing::kTwoPools;  // "app" and "billing", after the tables under test
 
 constexpr std::string_view kRule = "[[resilience.scoped_rate_limits]]";
 
