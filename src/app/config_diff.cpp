@@ -121,6 +121,7 @@ json::object config_diff(const config::Config& active, const config::Config& nex
   if (was.scoped_rate_limits != will.scoped_rate_limits) {
     resilience_changed.emplace_back("scoped_rate_limits");
   }
+  if (was.quota != will.quota) resilience_changed.emplace_back("quota");
   // A sub-table no one listed here yet: reported rather than missed.
   if (resilience_changed.empty() && was != will) resilience_changed.emplace_back("other");
   json::array tables_changed;

@@ -1,7 +1,8 @@
 // The text syntax of a request-key source (resilience::KeySource; seed 004, "Request-Key
 // Sources and Selector Composition"): where a request's identity is taken from. One parser for
-// every key that names one: the key and tier_key of [[resilience.scoped_rate_limits]] now, the
-// quota selectors later (which accept a subset of the kinds: the caller checks the kind).
+// every key that names one: the key and tier_key of [[resilience.scoped_rate_limits]], and the
+// keys of the quota selectors (which accept a subset of the kinds: quota_policies.cpp checks the
+// kind).
 //
 //   header:<name>   a header field; the name a token (RFC 9110 section 5.6.2), stored lower-case
 //   cookie:<name>   a cookie of the Cookie fields; the name as written (case-sensitive)

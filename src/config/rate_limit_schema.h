@@ -25,7 +25,8 @@ namespace floodgate::config::detail {
 // overflows.
 inline constexpr int64_t kMaxRate = 10'000'000;
 
-// What check_scoped_rate_limits() needs of the rules.
+// What check_scoped_rate_limits() needs of the rules, and of the quota's selectors
+// (quota_schema.h), whose client dimension takes client_ip too.
 struct RateLimitMarks {
   struct Source {
     Position at;       // of the key
@@ -44,8 +45,9 @@ void read_scoped_rate_limits(TableReader& r, std::vector<resilience::ScopedRateL
 // ranges (IpRange::parse). Assigned only when every element is valid; false when one is not.
 bool read_trusted_proxies(TableReader& r, std::vector<IpRange>& out);
 
-// The rule between the rules and [server]: client_ip with no trusted proxy is the peer's
-// address, which is worth a warning at the key. `trusted_proxies_ok`: the list had no error.
+// The rule between the rules (and the quota selectors) and [server]: client_ip with no trusted
+// proxy is the peer's address, which is worth a warning at the key. `trusted_proxies_ok`: the list
+// had no error.
 void check_scoped_rate_limits(const Config& c, bool trusted_proxies_ok, const RateLimitMarks& marks,
                               Collector& out);
 

@@ -9,21 +9,20 @@
 #include <vector>
 
 #include "failure_schema.h"
+#include "quota_schema.h"
 #include "resilience_values.h"
 #include "values.h"
 
 namespace floodgate::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 11> kSubTables{
+constexpr std::array<std::string_view, 12> kSubTables{
     "inflight",     "memory_guard", "protocol",           "circuit_breaker",
     "retry_budget", "hedging",      "adaptive_admission", "brownout",
-    "route_queue",  "watchdog",     "scoped_rate_limits"};
+    "route_queue",  "watchdog",     "scoped_rate_limits", "quota"};
 constexpr std::string_view kSubTableList =
     "inflight, memory_guard, protocol, circuit_breaker, retry_budget, hedging, "
-    "adaptive_admission, brownout, route_queue, watchdog and scoped_rate_limits";
-// Seed 004's other resilience blocks, which later versions add as [resilience] sub-tables.
-constexpr std::array<std::string_view, 1> kLaterSubTables{"quota"};
+    "adaptive_admission, brownout, route_queue, watchdog, scoped_rate_limits and quota";
 
 // "auto" or an integer of [0, k.max]; false when it is neither (recorded).
 template <class T>
@@ -290,28 +289,21 @@ void read_protocol(TableReader& r, resilience::ProtocolParams& p) {
   }
 }
 
-// Every sub-table of [resilience] other than the eleven this version has is an error naming
-// those eleven; one a later version adds says so. Other unknown keys are left to finish().
+// Every sub-table of [resilience] other than the twelve this version has is an error naming
+// them. Other unknown keys are left to finish().
 void reject_other_tables(TableReader& r) {
   const std::vector<std::string> known(kSubTables.begin(), kSubTables.end());
   for (auto&& [key, value] : r.node()) {
     const std::string name(key.str());
-    const bool later =
-        std::find(kLaterSubTables.begin(), kLaterSubTables.end(), name) != kLaterSubTables.end();
     const toml::array* items = value.as_array();
     const bool table = value.is_table() || (items && !items->empty() && items->front().is_table());
-    if (std::find(known.begin(), known.end(), name) != known.end() || (!later && !table)) {
+    if (std::find(known.begin(), known.end(), name) != known.end() || !table) {
       continue;
     }
     r.claim(name);
-    std::string message = "[resilience." + name + "]";
-    if (later) {
-      message += " is not available in this version of floodgate";
-    } else {
-      message.insert(0, "unknown table ");
-      if (const auto match = closest_match(name, known); !match.empty()) {
-        message += " (did you mean '" + std::string(match) + "'?)";
-      }
+    std::string message = "unknown table [resilience." + name + "]";
+    if (const auto match = closest_match(name, known); !match.empty()) {
+      message += " (did you mean '" + std::string(match) + "'?)";
     }
     r.error(name, message + "; [resilience] has the sub-tables " + std::string(kSubTableList));
   }
@@ -349,6 +341,8 @@ void read_resilience_table(TableReader& r, resilience::Params& p, ResilienceMark
   r.table("watchdog", "[resilience.watchdog]",
           [&](TableReader& t) { read_watchdog(t, p.watchdog, protection); });
   read_scoped_rate_limits(r, p.scoped_rate_limits, upstreams, marks.rate_limits);
+  r.table("quota", "[resilience.quota]",
+          [&](TableReader& t) { read_quota(t, p.quota, upstreams, marks.rate_limits); });
   reject_other_tables(r);
 }
 

@@ -4,8 +4,9 @@
 // attempt in [resilience.circuit_breaker], [resilience.retry_budget] and [resilience.hedging]
 // (failure_schema.h), and the local runtime protection in [resilience.adaptive_admission],
 // [resilience.brownout], [resilience.route_queue] and [resilience.watchdog]
-// (protection_schema.h), each rejecting unknown keys, and the scoped rate limits in the array
-// of tables [[resilience.scoped_rate_limits]] (rate_limit_schema.h); the two environment
+// (protection_schema.h), each rejecting unknown keys, the scoped rate limits in the array of
+// tables [[resilience.scoped_rate_limits]] (rate_limit_schema.h) and the distributed quota in
+// [resilience.quota] (quota_schema.h); the two environment
 // variables that override its keys; and the rules between its keys and the rest of the
 // document. Its own file because its values have syntaxes of their own (resilience_values.h)
 // and rules between its keys. docs/resilience.md lists every key. Main thread only.

@@ -78,9 +78,12 @@ constexpr std::string_view kBrownout = "[resilience.brownout]";
 constexpr std::string_view kRouteQueue = "[resilience.route_queue]";
 constexpr std::string_view kWatchdog = "[resilience.watchdog]";
 constexpr std::string_view kRateLimit = "a [[resilience.scoped_rate_limits]] rule";
+constexpr std::string_view kQuota = "[resilience.quota]";
+constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
+constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 115> kKeyHomes{{
+constexpr std::array<KeyHome, 131> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -100,7 +103,8 @@ constexpr std::array<KeyHome, 115> kKeyHomes{{
     {"name", kUpstream},
     {"servers", kUpstream},
     {"balance", kUpstream},
-    {"connect_timeout", kUpstream},
+    {"connect_timeout",
+     "an [[upstreams]] entry (or [resilience.quota.backend] for the connection to Redis)"},
     {"response_timeout", kUpstream},
     {"keepalive", kUpstream},
     {"keepalive_timeout", kUpstream},
@@ -133,8 +137,10 @@ constexpr std::array<KeyHome, 115> kKeyHomes{{
     {"mode",
      "[resilience.inflight], [resilience.memory_guard], [resilience.protocol], "
      "[resilience.circuit_breaker], [resilience.adaptive_admission], [resilience.brownout], "
-     "[resilience.route_queue] or a [[resilience.scoped_rate_limits]] rule"},
-    {"max_inflight", kInflight},
+     "[resilience.route_queue] or a [[resilience.scoped_rate_limits]] rule ([resilience.quota] "
+     "has enforcement instead)"},
+    {"max_inflight",
+     "[resilience.inflight] (or [resilience.quota.backend] for the Redis decisions in flight)"},
     {"exempt_preflight", kInflight},
     {"exempt_methods", kInflight},
     {"exempt_path_prefixes", kInflight},
@@ -163,7 +169,9 @@ constexpr std::array<KeyHome, 115> kKeyHomes{{
     {"ratio_percent", kRetryBudget},
     {"per_route_ratio_percent", kRetryBudget},
     {"safe_methods", kHedging},
-    {"route_allowlist", "[resilience.hedging] or a [[resilience.scoped_rate_limits]] rule"},
+    {"route_allowlist",
+     "[resilience.hedging], a [[resilience.scoped_rate_limits]] rule or a "
+     "[[resilience.quota.policies]] entry"},
     // Seed 004 writes these durations as integers of milliseconds.
     {"open_ms", "[resilience.circuit_breaker], as open (a duration: open = \"30s\")"},
     {"delay_ms", "[resilience.hedging], as delay (a duration: delay = \"100ms\")"},
@@ -204,7 +212,9 @@ constexpr std::array<KeyHome, 115> kKeyHomes{{
     {"drain_grace_ms", "[resilience.watchdog], as drain_grace (a duration: drain_grace = \"8s\")"},
     {"scoped_rate_limits", "[resilience], as [[resilience.scoped_rate_limits]]"},
     {"requests_per_sec", kRateLimit},
-    {"burst", kRateLimit},
+    {"burst",
+     "a [[resilience.scoped_rate_limits]] rule (or a [[resilience.quota.policies]] entry, as a "
+     "window: burst = { requests = 100, window = \"1s\" })"},
     {"idle_ttl", kRateLimit},
     {"on_table_full", kRateLimit},
     {"tier_key", kRateLimit},
@@ -214,6 +224,27 @@ constexpr std::array<KeyHome, 115> kKeyHomes{{
      "a [[resilience.scoped_rate_limits]] rule, as idle_ttl (a duration: idle_ttl = \"300s\")"},
     {"restart_cooldown_ms",
      "[resilience.watchdog], as restart_cooldown (a duration: restart_cooldown = \"120s\")"},
+    {"quota", "[resilience], as [resilience.quota]"},
+    {"enforcement", kQuota},
+    {"backend_failure_policy", kQuota},
+    {"backend", "[resilience.quota], as [resilience.quota.backend]"},
+    {"local_fallback", "[resilience.quota], as [resilience.quota.local_fallback]"},
+    {"policies", "[resilience.quota], as [[resilience.quota.policies]]"},
+    {"kind", kQuotaBackend},
+    {"key_prefix", "[resilience.quota.backend] or [resilience.quota.local_fallback]"},
+    {"url", kQuotaBackend},
+    {"command_timeout", kQuotaBackend},
+    {"max_entries", "[resilience.quota.local_fallback]"},
+    {"selector", kQuotaPolicy},
+    {"sustained", kQuotaPolicy},
+    // Seed 004 writes the quota's durations as integers of milliseconds and seconds.
+    {"connect_timeout_ms",
+     "[resilience.quota.backend], as connect_timeout (a duration: connect_timeout = \"250ms\")"},
+    {"command_timeout_ms",
+     "[resilience.quota.backend], as command_timeout (a duration: command_timeout = \"100ms\")"},
+    {"window_secs",
+     "a quota window (the burst or sustained of a [[resilience.quota.policies]] entry), as "
+     "window (a duration: window = \"1s\")"},
 }};
 
 std::string scope_hint(std::string_view key) {

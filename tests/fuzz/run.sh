@@ -3,14 +3,14 @@
 # (each must pass), then fuzzing for SECONDS from corpus/<target>/. New inputs go to a
 # temporary directory, never into the repository; a crash's input is kept in $FUZZ_ARTIFACTS
 # (default: a temporary directory, printed) and fails the run.
-#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]     (targets: request response probe config)
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (targets: request response probe config resp)
 # Prints each target's final libFuzzer line (executions, cov:, ft:) and stats.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$1 seconds=$2
 shift 2
 targets=("$@")
-((${#targets[@]})) || targets=(request response probe config)
+((${#targets[@]})) || targets=(request response probe config resp)
 artifacts=${FUZZ_ARTIFACTS:-$(mktemp -d /tmp/floodgate-fuzz-artifacts.XXXXXX)}
 mkdir -p "$artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}

@@ -1,7 +1,8 @@
 // Parameters of the [resilience] table: the front of the request path's stage chain (the
 // process-wide in-flight cap, the host memory guard, the protocol policy), the failure
-// handling of the backend attempt (circuit breakers, the retry budget, hedging) and the local
-// runtime protection (adaptive admission, brownout, the route caps, the watchdog). Plain values
+// handling of the backend attempt (circuit breakers, the retry budget, hedging), the local
+// runtime protection (adaptive admission, brownout, the route caps, the watchdog) and the
+// traffic contracts (the scoped rate limits, the distributed quota). Plain values
 // that config/ fills and the stages compile into their runtime form when a generation is built.
 // docs/resilience.md describes every key and maps each seed field to it.
 #pragma once
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -240,6 +242,96 @@ struct ScopedRateLimitParams {
 // later rule refuses it lives on the stack.
 inline constexpr std::size_t kMaxScopedRateLimits = 32;
 
+// How [resilience.quota] answers when its counter backend cannot decide (a timeout, Redis
+// unreachable, an error reply): admit the request and record a degraded outcome, or refuse it
+// with 503 backend_timeout / backend_unavailable / backend_error.
+enum class BackendFailurePolicy : uint8_t { fail_open, fail_closed };
+
+// Where the quota's counters live: in this process (exact across its reactors, not shared with
+// other instances), or in Redis, shared by every floodgate that points at it.
+enum class QuotaBackendKind : uint8_t { in_memory, redis };
+
+// The Redis server of a redis backend, from `url` (redis://[user:password@]host[:port][/db]).
+// The host name is resolved once, when the configuration is loaded, on the main thread: a
+// reactor never waits for DNS, and a DNS change takes effect with the next reload.
+struct RedisTarget {
+  std::string host{};     // as written in the url (a name or an IP literal), for logs
+  std::string address{};  // the numeric IP address `host` resolved to, without brackets
+  uint16_t port = 6379;
+  uint32_t db = 0;         // SELECTed after connecting when not 0
+  std::string username{};  // empty: the default user (AUTH <password>)
+  std::string password{};  // empty: no AUTH; percent-decoded
+  bool operator==(const RedisTarget&) const = default;
+};
+
+// [resilience.quota.backend]: a tagged table; the keys after key_prefix are kind = "redis"
+// only (config refuses them with in_memory).
+struct QuotaBackendParams {
+  QuotaBackendKind kind = QuotaBackendKind::in_memory;
+  std::string key_prefix = "floodgate:quota";      // namespace of the counter keys, non-empty
+  RedisTarget redis{};                             // redis only: from `url` (required)
+  std::chrono::milliseconds connect_timeout{250};  // > 0
+  std::chrono::milliseconds command_timeout{100};  // > 0: one decision's reply
+  uint32_t max_inflight = 1024;                    // > 0: Redis decisions in flight, per process
+  bool operator==(const QuotaBackendParams&) const = default;
+};
+
+// [resilience.quota.local_fallback] (redis backends only): per-instance counters that decide
+// when Redis times out or is unavailable (not on an error reply), reported as degraded.
+struct QuotaLocalFallbackParams {
+  std::string key_prefix = "floodgate:quota:fallback";  // non-empty
+  uint32_t max_entries = 0;                             // > 0: live fallback buckets
+  bool operator==(const QuotaLocalFallbackParams&) const = default;
+};
+
+// What a policy's counters are keyed by, in the stable order policy, route, tenant, token,
+// client. A dimension with Kind::none is not selected; at least one dimension is. The sources
+// each identity dimension accepts are narrower than the scoped limits' (seed 004's matrix,
+// checked by config/), and no two dimensions use the same source.
+struct QuotaSelector {
+  bool route = false;  // the upstream routed to, readable in the key
+  KeySource tenant{};  // header, cookie, query or bearer_token
+  KeySource token{};   // header, cookie, query or bearer_token
+  KeySource client{};  // header, cookie, query, peer_ip or client_ip
+  bool operator==(const QuotaSelector&) const = default;
+};
+
+// One window of a policy: at most `requests` requests in `window`.
+struct QuotaWindow {
+  uint32_t requests = 0;                // > 0
+  std::chrono::milliseconds window{0};  // > 0
+  bool operator==(const QuotaWindow&) const = default;
+};
+
+// One [[resilience.quota.policies]] entry. Both windows, when both are set, are one atomic
+// decision (burst.window < sustained.window): a request is allowed only when each permits it,
+// and a denial takes from neither.
+struct QuotaPolicyParams {
+  std::string name{};                          // unique, non-empty
+  std::vector<std::string> route_allowlist{};  // upstream names; empty = every upstream
+  QuotaSelector selector{};
+  std::optional<QuotaWindow> burst{};  // at least one of the two
+  std::optional<QuotaWindow> sustained{};
+  bool operator==(const QuotaPolicyParams&) const = default;
+};
+
+// The most [[resilience.quota.policies]] entries: each one a request matches is one decision
+// of the backend (a Redis round trip) on its path, evaluated in order.
+inline constexpr std::size_t kMaxQuotaPolicies = 32;
+
+// [resilience.quota]: the distributed quota (issue 16), burst and sustained contracts whose
+// counters N floodgate instances can share in Redis. Validated even when not enabled.
+// Configuration only so far: no request consults it yet.
+struct QuotaParams {
+  bool enabled = false;              // true needs at least one policy
+  Mode enforcement = Mode::enforce;  // shadow: would-deny outcomes are recorded and admitted
+  BackendFailurePolicy backend_failure_policy = BackendFailurePolicy::fail_closed;
+  QuotaBackendParams backend{};
+  std::optional<QuotaLocalFallbackParams> local_fallback{};  // redis backends only
+  std::vector<QuotaPolicyParams> policies{};                 // in configuration order
+  bool operator==(const QuotaParams&) const = default;
+};
+
 struct Params {
   InflightParams inflight;
   MemoryGuardParams memory_guard;
@@ -252,6 +344,7 @@ struct Params {
   RouteQueueParams route_queue;
   WatchdogParams watchdog;
   std::vector<ScopedRateLimitParams> scoped_rate_limits;  // in configuration order
+  QuotaParams quota;
   bool operator==(const Params&) const = default;
 };
 

@@ -164,6 +164,17 @@ burst = 20
   EXPECT_EQ(changed(d, "tables"), R"(["server"])");
 }
 
+TEST(ConfigDiff, ReportsTheQuotaThatDiffers) {
+  const config::Config a = parse(kBase);
+  const config::Config b = parse(std::string(R"(
+[resilience.quota]
+enforcement = "shadow"
+)") + kBase);
+  const json::object d = config_diff(a, b);
+  EXPECT_EQ(changed(d, "resilience"), R"(["quota"])");
+  EXPECT_EQ(changed(d, "tables"), "[]");
+}
+
 TEST(ConfigDiff, RoutesInAnotherOrderAreReported) {
   const std::string pools = R"(
 [[upstreams]]

@@ -255,10 +255,11 @@ upstream = "app"
     {"unknown_resilience_table", before_minimal("[resilience.limits]\nmax = 1"), Severity::error,
      "resilience.limits", 1, 1,
      "[resilience] has the sub-tables inflight, memory_guard, protocol, circuit_breaker, "
-     "retry_budget, hedging, adaptive_admission, brownout, route_queue, watchdog and "
-     "scoped_rate_limits"},
-    {"later_resilience_table", before_minimal("[resilience.quota]\nenabled = true"),
-     Severity::error, "resilience.quota", 1, 1, "is not available in this version of floodgate"},
+     "retry_budget, hedging, adaptive_admission, brownout, route_queue, watchdog, "
+     "scoped_rate_limits and quota"},
+    {"quota_enabled_without_policies", before_minimal("[resilience.quota]\nenabled = true"),
+     Severity::error, "resilience.quota.enabled", 2, 1,
+     "enabled = true, but [resilience.quota] has no policy"},
     {"unknown_key_in_resilience_table",
      before_minimal("[resilience.protocol]\nallow_connnect = true"), Severity::error,
      "resilience.protocol.allow_connnect", 2, 1, "(did you mean 'allow_connect'?)"},

@@ -439,8 +439,8 @@ TEST(ConfigFailureHandling, TellsWhichSubTableAKeyWrittenInTheResilienceTableBel
             "[resilience]; 'ratio_percent' belongs in [resilience.retry_budget]");
   EXPECT_EQ(only(load_in("[resilience]", "route_allowlist = []")),
             "test.toml:2:1: error: resilience.route_allowlist: unknown key 'route_allowlist' in "
-            "[resilience]; 'route_allowlist' belongs in [resilience.hedging] or a "
-            "[[resilience.scoped_rate_limits]] rule");
+            "[resilience]; 'route_allowlist' belongs in [resilience.hedging], a "
+            "[[resilience.scoped_rate_limits]] rule or a [[resilience.quota.policies]] entry");
 }
 
 TEST(ConfigFailureHandling, TellsThatTheTablesBelongInTheResilienceTable) {
@@ -458,8 +458,8 @@ TEST(ConfigFailureHandling, SuggestsTheClosestSubTableForATypo) {
             "test.toml:1:1: error: resilience.retry_budgets: unknown table "
             "[resilience.retry_budgets] (did you mean 'retry_budget'?); [resilience] has the "
             "sub-tables inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
-            "hedging, adaptive_admission, brownout, route_queue, watchdog and "
-            "scoped_rate_limits");
+            "hedging, adaptive_admission, brownout, route_queue, watchdog, "
+            "scoped_rate_limits and quota");
 }
 
 // --- warnings ----------------------------------------------------------------------------------

@@ -366,7 +366,7 @@ TEST(ConfigFrontResilience, RejectsAnUnknownSubTableNamingTheOnesThatExist) {
             "test.toml:1:1: error: resilience.limits: unknown table [resilience.limits]; "
             "[resilience] has the sub-tables inflight, memory_guard, protocol, "
             "circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, route_queue, "
-            "watchdog and scoped_rate_limits");
+            "watchdog, scoped_rate_limits and quota");
 }
 
 TEST(ConfigFrontResilience, SuggestsTheClosestSubTableForATypo) {
@@ -374,48 +374,51 @@ TEST(ConfigFrontResilience, SuggestsTheClosestSubTableForATypo) {
             "test.toml:1:1: error: resilience.inflght: unknown table [resilience.inflght] (did "
             "you mean 'inflight'?); [resilience] has the sub-tables inflight, memory_guard, "
             "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
-            "route_queue, watchdog and scoped_rate_limits");
+            "route_queue, watchdog, scoped_rate_limits and quota");
 }
 
-TEST(ConfigFrontResilience, RejectsTheQuotaTableOfALaterVersion) {
+TEST(ConfigFrontResilience, ReadsTheQuotaTable) {
+  // Its keys and rules: quota_test.cpp.
   EXPECT_EQ(only(load_in("[resilience.quota]", "enabled = true")),
-            "test.toml:1:1: error: resilience.quota: [resilience.quota] is not available in this "
-            "version of floodgate; [resilience] has the sub-tables inflight, memory_guard, "
-            "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
-            "route_queue, watchdog and scoped_rate_limits");
+            "test.toml:2:1: error: resilience.quota.enabled: enabled = true, but "
+            "[resilience.quota] has no policy, so it would count nothing; add a "
+            "[[resilience.quota.policies]] entry (a name, a selector and a burst or sustained "
+            "window), or set enabled = false");
 }
 
-TEST(ConfigFrontResilience, RejectsAnArrayOfTablesOfALaterVersion) {
-  EXPECT_EQ(only(load_in("[[resilience.quota]]", "name = \"api\"")),
-            "test.toml:1:1: error: resilience.quota: [resilience.quota] is not available in this "
-            "version of floodgate; [resilience] has the sub-tables inflight, memory_guard, "
-            "protocol, circuit_breaker, retry_budget, hedging, adaptive_admission, brownout, "
-            "route_queue, watchdog and scoped_rate_limits");
+TEST(ConfigFrontResilience, RejectsTheQuotaAsAnArrayOfTables) {
+  EXPECT_EQ(only(load_in("[[resilience.quota]]", "enabled = false")),
+            "test.toml:1:1: error: resilience.quota: expected a table, got an array; e.g. "
+            "[resilience.quota]");
 }
 
 TEST(ConfigFrontResilience, RejectsAnUnknownKeyInTheResilienceTable) {
   EXPECT_EQ(only(load_in("[resilience]", "enabled = true")),
             "test.toml:2:1: error: resilience.enabled: unknown key 'enabled' in [resilience]; "
             "expected one of: inflight, memory_guard, protocol, circuit_breaker, retry_budget, "
-            "hedging, adaptive_admission, brownout, route_queue, watchdog, scoped_rate_limits");
+            "hedging, adaptive_admission, brownout, route_queue, watchdog, scoped_rate_limits, "
+            "quota");
 }
 
 TEST(ConfigFrontResilience, TellsWhichSubTableAKeyWrittenInTheResilienceTableBelongsIn) {
   EXPECT_EQ(only(load_in("[resilience]", "max_inflight = 100")),
             "test.toml:2:1: error: resilience.max_inflight: unknown key 'max_inflight' in "
-            "[resilience]; 'max_inflight' belongs in [resilience.inflight]");
+            "[resilience]; 'max_inflight' belongs in [resilience.inflight] (or "
+            "[resilience.quota.backend] for the Redis decisions in flight)");
   EXPECT_EQ(only(load_in("[resilience]", "mode = \"shadow\"")),
             "test.toml:2:1: error: resilience.mode: unknown key 'mode' in [resilience]; 'mode' "
             "belongs in [resilience.inflight], [resilience.memory_guard], "
             "[resilience.protocol], [resilience.circuit_breaker], "
             "[resilience.adaptive_admission], [resilience.brownout], [resilience.route_queue] "
-            "or a [[resilience.scoped_rate_limits]] rule");
+            "or a [[resilience.scoped_rate_limits]] rule ([resilience.quota] has enforcement "
+            "instead)");
 }
 
 TEST(ConfigFrontResilience, TellsWhereAKeyWrittenInServerBelongs) {
   EXPECT_EQ(only(load_in("[server]", "max_inflight = 100")),
             "test.toml:2:1: error: server.max_inflight: unknown key 'max_inflight' in [server]; "
-            "'max_inflight' belongs in [resilience.inflight]");
+            "'max_inflight' belongs in [resilience.inflight] (or [resilience.quota.backend] for "
+            "the Redis decisions in flight)");
   EXPECT_EQ(only(load_in("[server]", "allow_connect = true")),
             "test.toml:2:1: error: server.allow_connect: unknown key 'allow_connect' in "
             "[server]; 'allow_connect' belongs in [resilience.protocol]");
@@ -444,14 +447,15 @@ TEST(ConfigFrontResilience, RejectsATableThatIsNotOne) {
 TEST(ConfigFrontResilience, ReportsEveryProblemOfEverySubTableInOnePass) {
   const LoadResult r = load(
       "[resilience.inflight]\nmax_inflight = -1\nmode = \"x\"\n[resilience.memory_guard]\n"
-      "meminfo = \"\"\n[resilience.protocol]\nallow_connect = true\n[resilience.quota]\n" +
+      "meminfo = \"\"\n[resilience.protocol]\nallow_connect = true\n[resilience.quota]\n"
+      "enabled = true\n" +
       std::string(kMinimal));
   EXPECT_FALSE(r.ok());
   std::vector<std::string> paths;
   for (const Diagnostic& d : r.diagnostics) paths.push_back(d.path);
   EXPECT_EQ(paths, (Strings{"resilience.inflight.max_inflight", "resilience.inflight.mode",
                             "resilience.memory_guard.meminfo", "resilience.protocol.allow_connect",
-                            "resilience.quota"}))
+                            "resilience.quota.enabled"}))
       << dump(r);
 }
 

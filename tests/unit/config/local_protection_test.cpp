@@ -453,7 +453,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "[resilience.memory_guard], [resilience.protocol], "
                  "[resilience.circuit_breaker], [resilience.adaptive_admission], "
                  "[resilience.brownout], [resilience.route_queue] or a "
-                 "[[resilience.scoped_rate_limits]] rule"}),
+                 "[[resilience.scoped_rate_limits]] rule ([resilience.quota] has enforcement "
+                 "instead)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 class ConfigLocalProtectionSeedKeys : public ::testing::TestWithParam<KeyError> {};
