@@ -139,10 +139,11 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     up->route_cap = snap->protection.route_cap(up->params.name);
   }
   snap->rate_limits = rate_limits(cfg);
+  snap->quota = quota(cfg);
   snap->route_chains.reserve(cfg.routes.size());
   for (const uint32_t id : route_upstreams) {
-    snap->route_chains.push_back(
-        proxy::build_route_chain(*snap->by_id[id], snap->protection, snap->rate_limits));
+    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[id], snap->protection,
+                                                          snap->rate_limits, snap->quota));
   }
   snap->front_state = front_;
   snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);
@@ -150,6 +151,7 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
   breakers_.sweep();
   budgets_.sweep();
   rate_rules_.sweep();
+  quota_counts_.sweep();
   ++next_number_;
   return Entry{std::move(snap), cfg};
 }
@@ -166,6 +168,19 @@ std::shared_ptr<const proxy::RateLimits> Generations::rate_limits(const config::
     limits->rules.emplace_back(p, std::move(state));
   }
   return limits;
+}
+
+// The quota of a generation: each policy's counts kept by its name across reloads; the tables
+// and the Redis in-flight bound are the process's (QuotaState).
+std::shared_ptr<const proxy::Quota> Generations::quota(const config::Config& cfg) {
+  const resilience::QuotaParams& q = cfg.resilience.quota;
+  if (!q.enabled) return nullptr;
+  std::vector<std::shared_ptr<proxy::QuotaPolicyCounts>> counts;
+  for (const resilience::QuotaPolicyParams& p : q.policies) {
+    counts.push_back(quota_counts_.get(
+        p.name, [this] { return std::make_shared<proxy::QuotaPolicyCounts>(reactors_); }));
+  }
+  return proxy::build_quota(q, cfg.server.trusted_proxies, quota_state_, std::move(counts));
 }
 
 void Generations::activate(Entry e) {

@@ -55,6 +55,7 @@ class Generations {
   // The front stages' process-wide state (the main thread refreshes its memory sample).
   proxy::FrontState& front() { return *front_; }
   proxy::ProtectionState& protection() { return *protection_; }
+  proxy::QuotaState& quota_state() { return *quota_state_; }
   const Entry* previous() const { return previous_.snapshot ? &previous_ : nullptr; }
   // Pool names by id, for metrics (grows; ids never change).
   const std::vector<std::string>& pool_names() const { return names_; }
@@ -62,6 +63,7 @@ class Generations {
  private:
   uint32_t pool_id(const std::string& name);
   std::shared_ptr<const proxy::RateLimits> rate_limits(const config::Config& cfg);
+  std::shared_ptr<const proxy::Quota> quota(const config::Config& cfg);
   void apply_limits();
 
   unsigned reactors_;
@@ -86,6 +88,10 @@ class Generations {
   // some generation holds the rule: a reload keeping the rule keeps them, a changed rule starts
   // afresh.
   Registry<std::string, resilience::RateRule, Retention::referenced> rate_rules_;
+  // A quota policy's name -> its decision counts, while some generation holds the policy.
+  Registry<std::string, proxy::QuotaPolicyCounts, Retention::referenced> quota_counts_;
+  // The quota's tables and Redis in-flight bound, for the process's life (made on first use).
+  std::shared_ptr<proxy::QuotaState> quota_state_ = std::make_shared<proxy::QuotaState>(reactors_);
   // Pool name -> its admission state. Kept for the process's life, like the name's id: a pool
   // removed and added back finds its counters (and any request still on it) where it left them.
   Registry<std::string, proxy::Pool, Retention::process> pools_;

@@ -22,5 +22,8 @@ void render_protection_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
                                std::span<const ReactorMetrics* const> shards);
 // The scoped rate limits, labelled by rule name (part of render_pool_metrics).
 void render_rate_limit_metrics(PrometheusWriter& w, const proxy::Snapshot& serving);
+// The distributed quota, and the reactors' Redis links (`links`, one set per reactor).
+void render_quota_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
+                          std::span<const redis::LinkStats* const> links);
 
 }  // namespace floodgate::app

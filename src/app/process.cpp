@@ -216,6 +216,7 @@ void Process::sweep_rate_limits() {
     for (const proxy::RateLimitRule& rule : gens_.active().snapshot->rate_limits->rules) {
       rule.state->reclaim(now, rule.params.idle_ttl);
     }
+    gens_.quota_state().sweep(now);  // quota buckets whose windows ended
     sweep_rate_limits();
   });
 }

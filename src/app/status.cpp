@@ -86,6 +86,9 @@ void Process::render_metrics(std::string& out) {
     w.sample("floodgate_admin_connections_refused_total", {}, admin_->refused_connections());
   }
   render_pool_metrics(w, *serving_, shards);
+  std::vector<const redis::LinkStats*> links;
+  for (auto& r : reactors_) links.push_back(&r->redis_stats());
+  render_quota_metrics(w, *serving_, links);
   render_front_metrics(w);
   if (watchdog_) watchdog_->render_metrics(w);
   w.header("floodgate_access_log_dropped_total",

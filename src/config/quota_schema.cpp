@@ -162,11 +162,6 @@ void read_quota(TableReader& r, QuotaParams& p, const UpstreamRefs& u, RateLimit
             "enabled = true, but [resilience.quota] has no policy, so it would count nothing; "
             "add a [[resilience.quota.policies]] entry (a name, a selector and a burst or "
             "sustained window), or set enabled = false");
-  } else if (enabled_ok && p.enabled) {
-    r.warning("enabled",
-              "this version of floodgate reads and checks [resilience.quota] but does not "
-              "enforce it yet: no request is counted or refused by a quota policy; the scoped "
-              "rate limits ([[resilience.scoped_rate_limits]]) enforce per-instance limits now");
   }
 }
 

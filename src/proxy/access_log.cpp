@@ -92,6 +92,7 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
                  std::chrono::duration<double, std::milli>(r.duration).count());
   json_field(out, "reason", info(r.reason).name);
   json_field(out, "rate_limit", r.rate_limit);
+  json_field(out, "quota", r.quota);
   json_field(out, "request_id", r.request_id);
   json_field(out, "would_reject", info(r.would_reject).name);
   out.push_back('}');

@@ -26,6 +26,8 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
   ex_.wait.poller = &reactor.poller();
   ex_.wait.owner = this;
   ex_.metrics = &reactor.metrics();
+  ex_.quota_links = &reactor.quota_links();
+  ex_.quota.ex = &ex_;
   ex_.reactor = reactor.index();
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -193,7 +195,7 @@ void ClientConn::on_head() {
   const Snapshot& snap = *ex_.gen->snapshot;
   if (const Decision d = snap.front.run(ex_, reactor_.metrics());
       d.verdict == Decision::Verdict::stop) {
-    return respond(d.reason, d.answer, d.status);
+    return respond(d);
   }
   if (snap.server.max_body_bytes != 0 && !parser_.chunked() &&
       parser_.content_length() > snap.server.max_body_bytes) {
@@ -240,13 +242,25 @@ void ClientConn::respond(Reason reason, const PrebuiltAnswer* answer, int status
   write_generated(bytes, close);
 }
 
-void ClientConn::respond_retry_after(Reason reason, uint32_t retry_after_seconds) {
-  if (!acquire_out()) return respond(reason);  // no buffer: the response without Retry-After
+void ClientConn::respond(const Decision& d) {
+  if (d.answer != nullptr || (d.retry_after == 0 && d.extra.empty())) {
+    return respond(d.reason, d.answer, d.status);
+  }
+  respond_retry_after(d.reason, d.retry_after, d.extra);
+}
+
+void ClientConn::respond_retry_after(Reason reason, uint32_t retry_after_seconds,
+                                     std::string_view extra) {
+  if (!acquire_out()) return respond(reason);  // no buffer: the plain response
   ex_.decide(Outcome::generated(reason));
   reactor_.metrics().generated(reason);
   const bool close = generated_closes(reason);
   http::Writer w(cout_, BufferLayout::kResponseData);
-  http::write_generated_response({reason, close, retry_after_seconds}, w);
+  http::write_generated_response({.reason = reason,
+                                  .close = close,
+                                  .retry_after_seconds = retry_after_seconds,
+                                  .extra_headers = extra},
+                                 w);
   cout_len_ = 0;  // the bytes are written from the buffer's start, not as the attempt's output
   write_generated({cout_, w.size()}, close);
 }
@@ -416,6 +430,7 @@ void ClientConn::log_request() {
   r.duration = elapsed;
   r.reason = outcome.reason;
   if (ex_.rate_limited_by != nullptr) r.rate_limit = *ex_.rate_limited_by;
+  if (ex_.quota_by != nullptr) r.quota = *ex_.quota_by;
   r.request_id = ex_.request_id;
   r.would_reject = ex_.would_reject;
   log.write(reactor_.index(), r);

@@ -89,8 +89,12 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
   // `status`), then finishes the request.
   void respond(Reason reason, const PrebuiltAnswer* answer = nullptr, int status = 0);
-  // The same with a Retry-After known only now (circuit_open), written into the output buffer.
-  void respond_retry_after(Reason reason, uint32_t retry_after_seconds);
+  // The same with a Retry-After known only now (circuit_open) and header lines `extra`,
+  // written into the output buffer.
+  void respond_retry_after(Reason reason, uint32_t retry_after_seconds,
+                           std::string_view extra = {});
+  // A stage's stop: its prebuilt answer, or one built now (Decision::stop_built).
+  void respond(const Decision& d);
   // Ends a request in progress before its response is complete, by `by` (the outcome says
   // so), then closes.
   void cut(OutcomeSource by);

@@ -67,6 +67,7 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
       response_buffers_(block_size(BufferLayout::kResponseFields, BufferLayout::kResponseData),
                         kMaxFreeBuffers, snapshot->server.max_buffers_per_reactor),
       metrics_(kMaxPools),
+      quota_links_(std::make_unique<QuotaLinks>(*poller_, wheel_, clock)),
       heartbeat_(std::make_unique<Heartbeat>()) {
   std::random_device rd;
   const uint64_t prefix =
@@ -317,6 +318,12 @@ void Reactor::housekeep(bool trim) {
   };
   refresh(request_buffers_, BufferPoolKind::request);
   refresh(response_buffers_, BufferPoolKind::response);
+  // The quota's Redis link: connected before the first request needs it, and an old backend's
+  // dropped once no request uses it.
+  const Quota* quota = current_->snapshot->quota.get();
+  const bool redis = quota != nullptr && quota->redis() && !draining_;
+  quota_links_->prune(redis ? quota->link_key : 0);
+  if (redis) quota_links_->link(*quota);
 }
 
 int Reactor::open_listener(const asio::ip::tcp::endpoint& at, asio::ip::tcp::endpoint& bound) {
@@ -547,6 +554,7 @@ void Reactor::force_close() {
 void Reactor::maybe_finish() {
   if (!draining_ || client_count_ != 0 || stopped_) return;
   stopped_ = true;
+  quota_links_->close();
   poller_->stop();
 }
 

@@ -28,7 +28,7 @@ void ClientConn::run_chain(const Chain& chain) {
       phase_ = Phase::forwarding;
       return select_backend();
     case Decision::Verdict::stop:
-      return respond(d.reason, d.answer, d.status);
+      return respond(d);
     case Decision::Verdict::wait:
       return park(d);
   }
@@ -87,9 +87,7 @@ void ClientConn::on_wait_over() {
   if (const Reason gave_up = std::exchange(w.gave_up, Reason::none); gave_up != Reason::none) {
     return respond(gave_up, d.answer, d.status);
   }
-  if (Chain::enforced(ex_, stage, d, reactor_.metrics())) {
-    return respond(d.reason, d.answer, d.status);
-  }
+  if (Chain::enforced(ex_, stage, d, reactor_.metrics())) return respond(d);
   run_chain(*w.chain);  // on, after the stage that waited
 }
 

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstring>
 
+#include "floodgate/resilience/quota_counter.h"
+
 namespace floodgate::resilience {
 
 namespace {
@@ -27,20 +29,23 @@ void cpu_relax() noexcept {
 
 }  // namespace
 
-RateTable::RateTable(uint32_t max_live)
+template <class Cell>
+BucketTable<Cell>::BucketTable(uint32_t max_live)
     : max_live_(max_live == 0 ? 1 : max_live),
       mask_(std::bit_ceil(2 * max_live_) - 1),
       slots_(std::make_unique<Slot[]>(mask_ + 1)) {}
 
-uint32_t RateTable::home(const Digest& id) const noexcept {
+template <class Cell>
+uint32_t BucketTable<Cell>::home(const Digest& id) const noexcept {
   uint32_t h = 0;
   std::memcpy(&h, id.data(), sizeof(h));  // SHA-256 bits are uniform: any four bytes index
   return h & mask_;
 }
 
 // The seqlock read: the digest counts only when the word around it did not move.
-bool RateTable::holds(const Slot& s, uint32_t word,
-                      const std::array<uint64_t, 4>& id) const noexcept {
+template <class Cell>
+bool BucketTable<Cell>::holds(const Slot& s, uint32_t word,
+                              const std::array<uint64_t, 4>& id) const noexcept {
   bool same = true;
   for (std::size_t i = 0; i < id.size(); ++i) {
     same = same && s.id[i].load(std::memory_order_relaxed) == id[i];
@@ -49,7 +54,8 @@ bool RateTable::holds(const Slot& s, uint32_t word,
   return same && s.word.load(std::memory_order_relaxed) == word;
 }
 
-RateTable::Entry RateTable::find(const Digest& digest) const noexcept {
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::find(const Digest& digest) const noexcept {
   const std::array<uint64_t, 4> id = words_of(digest);
   uint32_t i = home(digest);
   for (uint32_t n = 0; n <= mask_; ++n, i = (i + 1) & mask_) {
@@ -61,11 +67,13 @@ RateTable::Entry RateTable::find(const Digest& digest) const noexcept {
   return {};
 }
 
-bool RateTable::current(const Entry& e) const noexcept {
+template <class Cell>
+bool BucketTable<Cell>::current(const Entry& e) const noexcept {
   return slots_[e.slot].word.load(std::memory_order_acquire) == e.word;
 }
 
-bool RateTable::lock_writer() noexcept {
+template <class Cell>
+bool BucketTable<Cell>::lock_writer() noexcept {
   for (int t = 0; t < kWriterTries; ++t) {
     if (!writer_.load(std::memory_order_relaxed) &&
         !writer_.exchange(true, std::memory_order_acquire)) {
@@ -76,7 +84,8 @@ bool RateTable::lock_writer() noexcept {
   return false;
 }
 
-RateTable::Entry RateTable::find_or_insert(const Digest& digest) noexcept {
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_insert(const Digest& digest) noexcept {
   if (Entry e = find(digest)) return e;
   if (live() >= max_live_ || !lock_writer()) return {};
   Entry e = find(digest);  // inserted by another writer meanwhile?
@@ -86,7 +95,9 @@ RateTable::Entry RateTable::find_or_insert(const Digest& digest) noexcept {
 }
 
 // Under the writer flag: the first dead or empty slot of the identity's probe run.
-RateTable::Entry RateTable::insert_locked(const std::array<uint64_t, 4>& id) noexcept {
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::insert_locked(
+    const std::array<uint64_t, 4>& id) noexcept {
   Digest d{};
   std::memcpy(d.data(), id.data(), sizeof(d));
   uint32_t i = home(d);
@@ -107,7 +118,8 @@ RateTable::Entry RateTable::insert_locked(const std::array<uint64_t, 4>& id) noe
   return {};  // unreachable while live < max_live: there are twice as many slots
 }
 
-uint32_t RateTable::reclaim(Clock::time_point now, std::chrono::nanoseconds ttl) noexcept {
+template <class Cell>
+uint32_t BucketTable<Cell>::reclaim(Clock::time_point now, std::chrono::nanoseconds ttl) noexcept {
   uint32_t reclaimed = 0;
   for (uint32_t i = 0; i <= mask_; ++i) {
     Slot& s = slots_[i];
@@ -137,7 +149,8 @@ uint32_t RateTable::reclaim(Clock::time_point now, std::chrono::nanoseconds ttl)
 // A dead slot followed by an empty one ends no probe run that a live identity needs: it can
 // be empty again, so lookups of absent identities stop early. Walking backwards from each
 // empty slot empties every dead slot run before it.
-void RateTable::tidy_dead_locked() noexcept {
+template <class Cell>
+void BucketTable<Cell>::tidy_dead_locked() noexcept {
   const uint32_t slots = mask_ + 1;
   for (uint32_t n = 0; n < slots; ++n) {
     const uint32_t i = slots - 1 - n;
@@ -150,5 +163,8 @@ void RateTable::tidy_dead_locked() noexcept {
     }
   }
 }
+
+template class BucketTable<GcraCell>;
+template class BucketTable<QuotaCell>;
 
 }  // namespace floodgate::resilience

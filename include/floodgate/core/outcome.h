@@ -98,6 +98,13 @@ struct Outcome {
       case Reason::route_cap:
       case Reason::global_cap:
       case Reason::rate_limited:
+      case Reason::burst_quota_exhausted:
+      case Reason::sustained_quota_exhausted:
+      case Reason::selector_identity_missing:
+      case Reason::selector_identity_invalid:
+      case Reason::backend_timeout:
+      case Reason::backend_unavailable:
+      case Reason::backend_error:
       case Reason::count_:
         o.source = OutcomeSource::floodgate;
         o.kind = OutcomeKind::rejection;

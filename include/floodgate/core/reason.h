@@ -39,8 +39,15 @@ enum class Reason : unsigned char {
   adaptive_limit,  // [resilience.adaptive_admission]
   route_cap,       // [resilience.route_queue]
   global_cap,
-  rate_limited,  // [[resilience.scoped_rate_limits]]
-  count_         // number of reasons; keep last
+  rate_limited,           // [[resilience.scoped_rate_limits]]
+  burst_quota_exhausted,  // [resilience.quota]
+  sustained_quota_exhausted,
+  selector_identity_missing,
+  selector_identity_invalid,
+  backend_timeout,
+  backend_unavailable,
+  backend_error,
+  count_  // number of reasons; keep last
 };
 
 inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
@@ -102,6 +109,24 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "the proxy is at resilience.route_queue.global_cap concurrent routed requests"},
     {"rate_limited", 429, "Too Many Requests",
      "a scoped rate limit is exhausted (X-Floodgate-Limit names it); retry after Retry-After"},
+    {"burst_quota_exhausted", 429, "Too Many Requests",
+     "the burst window of a quota policy is exhausted (X-Floodgate-Quota names it); retry "
+     "after Retry-After"},
+    {"sustained_quota_exhausted", 429, "Too Many Requests",
+     "the sustained window of a quota policy is exhausted (X-Floodgate-Quota names it); retry "
+     "after Retry-After"},
+    {"selector_identity_missing", 429, "Too Many Requests",
+     "the request lacks an identity a quota policy's selector needs (X-Floodgate-Quota names "
+     "it)"},
+    {"selector_identity_invalid", 429, "Too Many Requests",
+     "an identity a quota policy's selector reads is longer than 256 bytes (X-Floodgate-Quota "
+     "names it)"},
+    {"backend_timeout", 503, "Service Unavailable",
+     "the quota backend did not answer within resilience.quota.backend.command_timeout"},
+    {"backend_unavailable", 503, "Service Unavailable",
+     "the quota backend is unreachable or full and the request cannot be counted"},
+    {"backend_error", 503, "Service Unavailable",
+     "the quota backend answered with an error and the request cannot be counted"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

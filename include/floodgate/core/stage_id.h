@@ -22,14 +22,15 @@ enum class StageId : uint8_t {
   adaptive_admission,
   route_queue,
   rate_limit,
+  quota,
   count_
 };
 
 inline constexpr std::size_t kStageCount = static_cast<std::size_t>(StageId::count_);
 
 inline constexpr std::array<std::string_view, kStageCount> kStageLabels{
-    "inflight", "memory_guard",       "protocol",    "pool",      "circuit_breaker",
-    "brownout", "adaptive_admission", "route_queue", "rate_limit"};
+    "inflight", "memory_guard",       "protocol",    "pool",       "circuit_breaker",
+    "brownout", "adaptive_admission", "route_queue", "rate_limit", "quota"};
 
 constexpr std::string_view label(StageId s) {
   return kStageLabels[static_cast<std::size_t>(s)];
@@ -40,7 +41,7 @@ struct StageReason {
   StageId stage;
   Reason reason;
 };
-inline constexpr std::array<StageReason, 12> kStageReasons{{
+inline constexpr std::array<StageReason, 19> kStageReasons{{
     {StageId::inflight, Reason::inflight_cap},
     {StageId::memory_guard, Reason::memory_pressure},
     {StageId::protocol, Reason::method_not_allowed},
@@ -53,6 +54,13 @@ inline constexpr std::array<StageReason, 12> kStageReasons{{
     {StageId::route_queue, Reason::route_cap},
     {StageId::route_queue, Reason::global_cap},
     {StageId::rate_limit, Reason::rate_limited},
+    {StageId::quota, Reason::burst_quota_exhausted},
+    {StageId::quota, Reason::sustained_quota_exhausted},
+    {StageId::quota, Reason::selector_identity_missing},
+    {StageId::quota, Reason::selector_identity_invalid},
+    {StageId::quota, Reason::backend_timeout},
+    {StageId::quota, Reason::backend_unavailable},
+    {StageId::quota, Reason::backend_error},
 }};
 
 // The index of (stage, reason) in kStageReasons, or kStageReasons.size() when it is not one.

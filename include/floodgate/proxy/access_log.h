@@ -45,6 +45,8 @@ struct AccessRecord {
   std::chrono::nanoseconds duration{0};
   Reason reason = Reason::none;
   std::string_view rate_limit;  // the scoped rate limit that answered 429 rate_limited
+  // The quota policy that answered, or recorded a shadow denial or a degraded decision.
+  std::string_view quota;
   std::string_view request_id;
   Reason would_reject = Reason::none;  // what a stage in shadow mode would have answered
 };

@@ -28,6 +28,7 @@
 #include "floodgate/metrics/reactor_metrics.h"
 #include "floodgate/net/poller.h"
 #include "floodgate/proxy/attempt.h"
+#include "floodgate/proxy/quota_stage.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/proxy/stage.h"
 #include "floodgate/resilience/identity_digest.h"
@@ -104,6 +105,10 @@ struct Exchange {
   Reason would_reject = Reason::none;  // the first shadow-mode refusal
   StageId would_reject_stage = StageId::count_;
   const std::string* rate_limited_by = nullptr;  // the rule that answered 429 rate_limited
+  // The quota policy that answered, or recorded a shadow denial or a degraded decision.
+  const std::string* quota_by = nullptr;
+  QuotaCall quota;                    // the quota stage's progress and its Redis call
+  QuotaLinks* quota_links = nullptr;  // the reactor's links to Redis
 
   // -- The request.
   http::RequestFacts facts;
@@ -197,6 +202,8 @@ struct Exchange {
     bytes_in = already_read;
     current = 0;
     rate_limited_by = nullptr;
+    quota_by = nullptr;
+    quota.next = 0;
     hedge_settled = false;
     outcome = Outcome{};
   }

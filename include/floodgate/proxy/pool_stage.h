@@ -41,6 +41,7 @@ class PoolStage final : public Stage {
 // rate limits first, rate_limit_stage.h; the quota later), the local protection
 // (protection_stages.h), pool admission last.
 Chain build_route_chain(const Upstream& up, const LocalProtection& protection,
-                        std::shared_ptr<const RateLimits> rate_limits = nullptr);
+                        std::shared_ptr<const RateLimits> rate_limits = nullptr,
+                        std::shared_ptr<const Quota> quota = nullptr);
 
 }  // namespace floodgate::proxy

@@ -127,6 +127,10 @@ class Reactor {
   // Names of CONNECT targets, resolved off this reactor (resolver.h).
   Resolver& resolver();
   AccessLog& access_log() { return access_log_; }
+  // This reactor's links to Redis (the quota's backend).
+  QuotaLinks& quota_links() { return *quota_links_; }
+  // What they did, for the scrape (any thread: relaxed atomics).
+  const redis::LinkStats& redis_stats() const { return quota_links_->stats(); }
   bool draining() const { return draining_; }
   // The time the event loop last woke up: what timers are armed from (a turn is short next to
   // any timeout), one clock read per turn instead of several per request.
@@ -187,7 +191,8 @@ class Reactor {
   char next_id_[32] = {};  // the last request id handed out (hex digits, no terminator)
   std::atomic<uint64_t> cut_requests_{0};  // read by the main thread after join
   std::atomic<bool> finished_{false};
-  std::unique_ptr<Resolver> resolver_;  // made on first use; posts into io_, so it ends first
+  std::unique_ptr<QuotaLinks> quota_links_;  // after the poller and the wheel it uses
+  std::unique_ptr<Resolver> resolver_;       // made on first use; posts into io_, so it ends first
   // The watchdog's ping. It outlives the loop: a ping sent after the loop ended is never run.
   std::unique_ptr<Heartbeat> heartbeat_;
   std::thread thread_;

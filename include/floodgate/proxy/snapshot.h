@@ -29,6 +29,7 @@
 #include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/params.h"
 #include "floodgate/proxy/protection_stages.h"
+#include "floodgate/proxy/quota_stage.h"
 #include "floodgate/proxy/rate_limit_stage.h"
 #include "floodgate/proxy/stage.h"
 #include "floodgate/resilience/circuit_breaker.h"
@@ -153,6 +154,7 @@ struct Snapshot {
   LocalProtection protection;
   // The scoped rate limits (rate_limit_stage.h), first on every route's chain.
   std::shared_ptr<const RateLimits> rate_limits;
+  std::shared_ptr<const Quota> quota;       // [resilience.quota] when enabled
   std::shared_ptr<FrontState> front_state;  // process-wide: the cap's count, the memory sample
   std::vector<std::string> upstream_names;  // every pool name since start; index = id
   // Reactors that hold this generation (as their current one, or for requests still on it).

@@ -67,6 +67,10 @@ struct Decision {
   int status = 0;                          // 0 = info(reason).status
   const PrebuiltAnswer* answer = nullptr;  // nullptr = the plain generated response for reason
   std::chrono::milliseconds deadline{0};   // wait: how long at most (0 = no deadline)
+  // stop without `answer`: a Retry-After known only now (0 = none) and header lines
+  // ("Name: value\r\n", the stage's, alive as long as its generation) written into the answer.
+  uint32_t retry_after = 0;
+  std::string_view extra{};
 
   static constexpr Decision go() noexcept { return {}; }
   static constexpr Decision wait(std::chrono::milliseconds deadline = {},
@@ -76,6 +80,12 @@ struct Decision {
   static constexpr Decision stop(Reason reason, const PrebuiltAnswer* answer = nullptr,
                                  int status = 0) noexcept {
     return {Verdict::stop, reason, status, answer, {}};
+  }
+  // A stop whose answer is built now: `reason` with Retry-After `retry_after` seconds and the
+  // header lines `extra`.
+  static constexpr Decision stop_built(Reason reason, uint32_t retry_after,
+                                       std::string_view extra) noexcept {
+    return {Verdict::stop, reason, 0, nullptr, {}, retry_after, extra};
   }
 };
 

@@ -1,6 +1,9 @@
-// A scoped rate limit's buckets (issue 15): one GCRA cell per identity, at most `max_live` of
-// them (1,024 per rule), in a table of slots allocated once, when the rule is built. Identities
-// are SHA-256 digests (identity_digest.h): the table never sees a raw value.
+// A table of per-identity buckets, at most `max_live` of them, in slots allocated once, when the
+// table is built: a scoped rate limit's GCRA cells (issue 15: 1,024 per rule) and the quota's
+// fixed-window counters (issue 16: the in-memory backend's 4,096, the local fallback's
+// max_entries). Identities are SHA-256 digests (identity_digest.h): the table never sees a raw
+// value. A Cell provides reset() (a reused slot starts empty) and idle_for(now, ttl) (it may be
+// reclaimed).
 //
 // Concurrency, the part that matters:
 //   - Lookups are lock-free and run on every reactor: a slot's state word says empty, busy,
@@ -14,13 +17,13 @@
 //     request as one that found the table full): nothing waits without a bound.
 //   - One writer at a time also means one slot per identity: an inserter looks again under the
 //     flag before it claims a slot.
-//   - A reader may take from a cell that a writer reclaims (and reuses) at that very moment: it
-//     checks the slot's word after the take (Entry::current) and, when it moved, gives the
-//     token back and looks up again. A bucket is reclaimed only after idle_ttl without a take,
-//     so this happens only when a request arrives exactly as its bucket expires.
+//   - A reader may use a cell that a writer reclaims (and reuses) at that very moment: it
+//     checks the slot's word afterwards (Entry::current) and, when it moved, undoes what it did
+//     and looks up again. A bucket is reclaimed only once idle, so this happens only when a
+//     request arrives exactly as its bucket expires.
 //
-// Memory: 2 x max_live slots of one cache line each (128 KiB per rule at 1,024), never more;
-// nothing is allocated after construction.
+// Memory: 2 x max_live slots of one cache line each (128 KiB for a rate rule's 1,024), never
+// more; nothing is allocated after construction.
 //
 // Thread-safety: find / insert from any thread; reclaim from any one thread at a time (the main
 // thread's sweep), alongside them.
@@ -37,22 +40,23 @@
 
 namespace floodgate::resilience {
 
-class RateTable {
+template <class Cell>
+class BucketTable {
  public:
-  using Clock = GcraCell::Clock;
-  static constexpr uint32_t kMaxLive = 1024;
+  using Clock = std::chrono::steady_clock;
+  static constexpr uint32_t kMaxLive = 1024;  // a scoped rate limit's
 
   // A live bucket found for an identity: its cell, and the slot word that vouches for it.
   struct Entry {
-    GcraCell* cell = nullptr;
+    Cell* cell = nullptr;
     uint32_t slot = 0;
     uint32_t word = 0;
     explicit operator bool() const noexcept { return cell != nullptr; }
   };
 
-  explicit RateTable(uint32_t max_live = kMaxLive);
-  RateTable(const RateTable&) = delete;
-  RateTable& operator=(const RateTable&) = delete;
+  explicit BucketTable(uint32_t max_live = kMaxLive);
+  BucketTable(const BucketTable&) = delete;
+  BucketTable& operator=(const BucketTable&) = delete;
 
   // The bucket of `id`: found, or made in a free slot (a full bucket). Empty when the table
   // holds max_live buckets already, or when the writer flag stayed busy (see above).
@@ -76,8 +80,9 @@ class RateTable {
   struct alignas(64) Slot {
     std::atomic<uint32_t> word{kEmpty};
     std::array<std::atomic<uint64_t>, 4> id{};  // the digest, written only while kBusy
-    GcraCell cell;
+    Cell cell;
   };
+  static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
   static uint32_t status(uint32_t word) noexcept { return word & 3; }
   static uint32_t next_word(uint32_t word, uint32_t status) noexcept {
@@ -98,5 +103,8 @@ class RateTable {
   // The writer flag (exchange to take, release store to give back).
   alignas(64) std::atomic<bool> writer_{false};
 };
+
+// A scoped rate limit's buckets.
+using RateTable = BucketTable<GcraCell>;
 
 }  // namespace floodgate::resilience

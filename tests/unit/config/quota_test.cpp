@@ -64,16 +64,9 @@ std::string error_at(int line, int column, std::string_view path, std::string_vi
          ": error: " + std::string(path) + ": " + std::string(message);
 }
 
-// Whether `d` is the warning every enabled quota gets while the stage is not built.
-bool not_enforced_yet(const Diagnostic& d) {
-  return d.severity == Diagnostic::Severity::warning && d.path == "resilience.quota.enabled";
-}
-
-// The quota of a document that must be valid and without diagnostics (but that warning).
+// The quota of a document that must be valid and without diagnostics.
 QuotaParams only_quota(const LoadResult& r) {
-  const bool others = std::any_of(r.diagnostics.begin(), r.diagnostics.end(),
-                                  [](const Diagnostic& d) { return !not_enforced_yet(d); });
-  if (!r.ok() || others) {
+  if (!r.ok() || !r.diagnostics.empty()) {
     ADD_FAILURE() << "expected a valid document without diagnostics:\n" << dump(r);
     return {};
   }
@@ -106,14 +99,13 @@ TEST(ConfigQuota, KeepsTheDefaultsForAnEmptyTable) {
   EXPECT_EQ(only_quota(quota("")), QuotaParams{});
 }
 
-TEST(ConfigQuota, AnEnabledQuotaIsCheckedAndSaidNotToBeEnforcedYet) {
+TEST(ConfigQuota, AnEnabledQuotaIsCheckedWithoutAWarning) {
   const LoadResult r = load("[resilience.quota]\nenabled = true\n" + std::string(kPolicy) +
                             "\nname = \"p\"\nselector = { route = true }\n"
                             "burst = { requests = 10, window = \"1s\" }\n\n" +
                             std::string(kTwoPools));
   ASSERT_TRUE(r.ok()) << dump(r);
-  ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
-  EXPECT_TRUE(not_enforced_yet(r.diagnostics[0])) << dump(r);
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
 }
 
 TEST(ConfigQuota, ReadsEveryKey) {
@@ -1029,8 +1021,8 @@ TEST(ConfigQuota, ReportsEveryProblemOfEveryTableInOnePass) {
   std::vector<std::string> paths;
   for (const Diagnostic& d : r.diagnostics) paths.push_back(d.path);
   EXPECT_EQ(paths, (std::vector<std::string>{
-                       "resilience.quota.enabled", "resilience.quota.enforcement",
-                       "resilience.quota.backend.url", "resilience.quota.backend.max_inflight",
+                       "resilience.quota.enforcement", "resilience.quota.backend.url",
+                       "resilience.quota.backend.max_inflight",
                        "resilience.quota.local_fallback.max_entries",
                        "resilience.quota.policies[0].selector.tenant.key",
                        "resilience.quota.policies[0].burst.requests",

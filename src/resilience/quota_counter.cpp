@@ -1,0 +1,151 @@
+#include "floodgate/resilience/quota_counter.h"
+
+#include <algorithm>
+
+namespace floodgate::resilience {
+
+namespace {
+
+// How many times a taker tries a cell's flag before it gives up (QuotaVerdict::busy). The flag
+// is held for a few loads and stores: only a holder descheduled by the kernel keeps it longer.
+constexpr int kFlagTries = 4096;
+// A decision whose bucket was reclaimed under it looks up again, at most this many times.
+constexpr int kLookups = 3;
+
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+int64_t ms_of(QuotaCell::Clock::time_point t) noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+uint32_t index_of(int64_t now_ms, std::chrono::milliseconds window) noexcept {
+  return static_cast<uint32_t>(now_ms / window.count());
+}
+
+// When window `index` of length `window` ends, in ms of the clock.
+int64_t end_of(uint32_t index, std::chrono::milliseconds window) noexcept {
+  return (int64_t{index} + 1) * window.count();
+}
+
+}  // namespace
+
+QuotaLimits QuotaLimits::of(const QuotaPolicyParams& p) noexcept {
+  QuotaLimits l;
+  if (p.burst) {
+    l.burst_requests = p.burst->requests;
+    l.burst_window = p.burst->window;
+  }
+  if (p.sustained) {
+    l.sustained_requests = p.sustained->requests;
+    l.sustained_window = p.sustained->window;
+  }
+  return l;
+}
+
+bool QuotaCell::lock() const noexcept {
+  for (int t = 0; t < kFlagTries; ++t) {
+    if (!flag_.load(std::memory_order_relaxed) &&
+        !flag_.exchange(true, std::memory_order_acquire)) {
+      return true;
+    }
+    cpu_relax();
+  }
+  return false;
+}
+
+QuotaDecision QuotaCell::take(Clock::time_point now, const QuotaLimits& limits) noexcept {
+  const int64_t now_ms = ms_of(now);
+  const bool has_burst = limits.burst_requests != 0;
+  const bool has_sustained = limits.sustained_requests != 0;
+  const uint32_t b = has_burst ? index_of(now_ms, limits.burst_window) : 0;
+  const uint32_t s = has_sustained ? index_of(now_ms, limits.sustained_window) : 0;
+  if (!lock()) return {.verdict = QuotaVerdict::busy};
+  // A window counted in an earlier index is over: it counts from zero.
+  const uint32_t b_used = has_burst && burst_.index == b ? burst_.count : 0;
+  const uint32_t s_used = has_sustained && sustained_.index == s ? sustained_.count : 0;
+  QuotaDecision d;
+  if (has_sustained && s_used >= limits.sustained_requests) {
+    d = {.verdict = QuotaVerdict::denied,
+         .window = QuotaWindowKind::sustained,
+         .reset = std::chrono::milliseconds(end_of(s, limits.sustained_window) - now_ms)};
+  } else if (has_burst && b_used >= limits.burst_requests) {
+    d = {.verdict = QuotaVerdict::denied,
+         .window = QuotaWindowKind::burst,
+         .reset = std::chrono::milliseconds(end_of(b, limits.burst_window) - now_ms)};
+  } else {
+    int64_t ends = 0;
+    if (has_burst) {
+      burst_ = {.index = b, .count = b_used + 1};
+      ends = end_of(b, limits.burst_window);
+    }
+    if (has_sustained) {
+      sustained_ = {.index = s, .count = s_used + 1};
+      ends = std::max(ends, end_of(s, limits.sustained_window));
+    }
+    const auto ends_s = static_cast<uint32_t>(std::min<int64_t>((ends + 999) / 1000, UINT32_MAX));
+    ends_s_ = std::max(ends_s_, ends_s);
+  }
+  unlock();
+  return d;
+}
+
+void QuotaCell::give_back(Clock::time_point taken_at, const QuotaLimits& limits) noexcept {
+  const int64_t ms = ms_of(taken_at);
+  if (!lock()) return;  // a lost give-back only over-counts, never under-counts
+  if (limits.burst_requests != 0 && burst_.index == index_of(ms, limits.burst_window) &&
+      burst_.count > 0) {
+    --burst_.count;
+  }
+  if (limits.sustained_requests != 0 && sustained_.index == index_of(ms, limits.sustained_window) &&
+      sustained_.count > 0) {
+    --sustained_.count;
+  }
+  unlock();
+}
+
+bool QuotaCell::idle_for(Clock::time_point now, std::chrono::nanoseconds) const noexcept {
+  if (!lock()) return false;  // in use: not idle
+  const bool over = ms_of(now) >= int64_t{ends_s_} * 1000;
+  unlock();
+  return over;
+}
+
+// A taker that found the slot just before it was reclaimed may still hold the flag: wait for it
+// (it holds it for a few stores; the caller is the one writer, see rate_table.h).
+void QuotaCell::reset() noexcept {
+  while (!lock()) {
+  }
+  burst_ = {};
+  sustained_ = {};
+  ends_s_ = 0;
+  unlock();
+}
+
+QuotaTable::QuotaTable(uint32_t max_live) : table_(max_live) {}
+
+QuotaDecision QuotaTable::decide(const Digest& key, Clock::time_point now,
+                                 const QuotaLimits& limits) noexcept {
+  for (int n = 0; n < kLookups; ++n) {
+    const auto e = table_.find_or_insert(key);
+    if (!e) return {.verdict = QuotaVerdict::table_full};
+    const QuotaDecision d = e.cell->take(now, limits);
+    if (!table_.current(e)) {  // reclaimed while deciding: that count was not this identity's
+      if (d.verdict == QuotaVerdict::allowed) e.cell->give_back(now, limits);
+      continue;
+    }
+    return d;
+  }
+  return {.verdict = QuotaVerdict::table_full};
+}
+
+uint32_t QuotaTable::reclaim(Clock::time_point now) noexcept {
+  return table_.reclaim(now, std::chrono::nanoseconds(0));
+}
+
+}  // namespace floodgate::resilience

@@ -1,0 +1,160 @@
+// The quota's fixed-window counters: `requests` per window and then a denial with the window and
+// its reset, both windows one decision (a denial counts in neither), windows aligned to the clock
+// (and the edge bound that follows), the table's bound and its reclaim of ended windows, and one
+// exact count when reactors decide on one identity at once.
+#include "floodgate/resilience/quota_counter.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace floodgate::resilience {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = QuotaCell::Clock;
+
+// An hour past the clock's epoch: a boundary of every window length used here.
+const Clock::time_point kStart = Clock::time_point{} + 1h;
+
+QuotaLimits burst(uint32_t requests, std::chrono::milliseconds window) {
+  return {.burst_requests = requests, .burst_window = window};
+}
+
+QuotaLimits both(uint32_t b, std::chrono::milliseconds bw, uint32_t s,
+                 std::chrono::milliseconds sw) {
+  return {.burst_requests = b, .burst_window = bw, .sustained_requests = s, .sustained_window = sw};
+}
+
+Digest key(uint32_t n) {
+  return digest_of({"test", std::to_string(n)});
+}
+
+TEST(QuotaCell, AllowsTheWindowsRequestsThenDeniesUntilItEnds) {
+  QuotaCell c;
+  const QuotaLimits l = burst(3, 10s);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.take(kStart + 1s, l).verdict, QuotaVerdict::allowed);
+  const QuotaDecision d = c.take(kStart + 2500ms, l);
+  EXPECT_EQ(d.verdict, QuotaVerdict::denied);
+  EXPECT_EQ(d.window, QuotaWindowKind::burst);
+  EXPECT_EQ(d.reset, 7500ms);
+  EXPECT_EQ(c.take(kStart + 9999ms, l).verdict, QuotaVerdict::denied);
+  EXPECT_EQ(c.take(kStart + 10s, l).verdict, QuotaVerdict::allowed);  // the next window
+}
+
+TEST(QuotaCell, ADenialByEitherWindowCountsInNeither) {
+  QuotaCell c;
+  const QuotaLimits l = both(2, 10s, 3, 100s);
+  EXPECT_EQ(c.take(kStart, l).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(c.take(kStart, l).verdict, QuotaVerdict::allowed);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(c.take(kStart, l).window, QuotaWindowKind::burst);
+  // Had the burst denials counted in the sustained window, it would be full now.
+  EXPECT_EQ(c.take(kStart + 10s, l).verdict, QuotaVerdict::allowed);
+  const QuotaDecision d = c.take(kStart + 10s, l);
+  EXPECT_EQ(d.window, QuotaWindowKind::sustained);
+  EXPECT_EQ(d.reset, 90s);
+  // Nor did the sustained denial count in the burst window: a fresh sustained window has the
+  // burst's two again at once.
+  EXPECT_EQ(c.take(kStart + 100s, l).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(c.take(kStart + 100s, l).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(c.take(kStart + 100s, l).window, QuotaWindowKind::burst);
+}
+
+TEST(QuotaCell, ReportsTheSustainedWindowWhenBothAreExhausted) {
+  QuotaCell c;
+  const QuotaLimits l = both(2, 10s, 2, 100s);
+  c.take(kStart, l);
+  c.take(kStart, l);
+  const QuotaDecision d = c.take(kStart + 1s, l);
+  EXPECT_EQ(d.window, QuotaWindowKind::sustained);
+  EXPECT_EQ(d.reset, 99s);
+}
+
+TEST(QuotaCell, AtAWindowEdgeAtMostTwiceTheRequestsPassWithinOneWindowLength) {
+  QuotaCell c;
+  const QuotaLimits l = burst(5, 10s);
+  // The whole allowance at the end of one window and the next one's at its start: 10 requests
+  // within 2 ms, the most any span of one window length can see.
+  int allowed = 0;
+  for (int i = 0; i < 20; ++i)
+    allowed += c.take(kStart + 9999ms, l).verdict == QuotaVerdict::allowed;
+  for (int i = 0; i < 20; ++i)
+    allowed += c.take(kStart + 10001ms, l).verdict == QuotaVerdict::allowed;
+  EXPECT_EQ(allowed, 10);
+  // Over any n whole windows, at most (n + 1) x requests: here 3 windows' span from mid-window.
+  QuotaCell d;
+  allowed = 0;
+  for (auto t = kStart + 5s; t < kStart + 35s; t += 100ms) {
+    allowed += d.take(t, l).verdict == QuotaVerdict::allowed;
+  }
+  EXPECT_EQ(allowed, 4 * 5);  // the span touches 4 windows and fills each
+}
+
+TEST(QuotaCell, IsIdleOnceEveryWindowCountedInHasEnded) {
+  QuotaCell c;
+  EXPECT_TRUE(c.idle_for(kStart, 0ns));
+  c.take(kStart + 1s, both(5, 10s, 50, 100s));
+  EXPECT_FALSE(c.idle_for(kStart + 10s, 0ns));
+  EXPECT_FALSE(c.idle_for(kStart + 99s, 0ns));
+  EXPECT_TRUE(c.idle_for(kStart + 100s, 0ns));
+}
+
+TEST(QuotaTable, HoldsAtMostItsLiveBucketsAndReclaimsTheEndedOnes) {
+  QuotaTable t(4);
+  const QuotaLimits short_window = burst(5, 10s);
+  const QuotaLimits long_window = burst(5, 100s);
+  EXPECT_EQ(t.decide(key(0), kStart, short_window).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(t.decide(key(1), kStart, short_window).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(t.decide(key(2), kStart, long_window).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(t.decide(key(3), kStart, long_window).verdict, QuotaVerdict::allowed);
+  EXPECT_EQ(t.decide(key(4), kStart, short_window).verdict, QuotaVerdict::table_full);
+  EXPECT_EQ(t.decide(key(0), kStart, short_window).verdict, QuotaVerdict::allowed);  // known
+  EXPECT_EQ(t.live(), 4u);
+  EXPECT_EQ(t.reclaim(kStart + 9s), 0u);
+  EXPECT_EQ(t.reclaim(kStart + 10s), 2u);  // the two whose only window ended
+  EXPECT_EQ(t.live(), 2u);
+  EXPECT_EQ(t.decide(key(4), kStart + 10s, short_window).verdict, QuotaVerdict::allowed);
+  // key(2) still has its count: 1 of 5 used.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(t.decide(key(2), kStart + 10s, long_window).verdict, QuotaVerdict::allowed);
+  }
+  EXPECT_EQ(t.decide(key(2), kStart + 10s, long_window).verdict, QuotaVerdict::denied);
+}
+
+TEST(QuotaTable, TheInMemoryBackendHolds4096Buckets) {
+  QuotaTable t;
+  EXPECT_EQ(t.max_live(), 4096u);
+  EXPECT_EQ(t.bytes(), std::size_t{8192} * 64);
+}
+
+TEST(QuotaTable, ReactorsDecidingOnOneIdentityAtOnceAllowExactlyTheLimit) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 5000;
+  constexpr uint32_t kLimit = 7000;
+  QuotaTable t;
+  const QuotaLimits l = both(kLimit, 3600s, kLimit + 500, 7200s);
+  std::atomic<int> allowed{0};
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      for (int n = 0; n < kPerThread; ++n) {
+        QuotaDecision d = t.decide(key(7), kStart, l);
+        // A holder descheduled mid-decision makes the others give up (busy), counting nothing.
+        while (d.verdict == QuotaVerdict::busy) d = t.decide(key(7), kStart, l);
+        ASSERT_NE(d.verdict, QuotaVerdict::table_full);
+        if (d.verdict == QuotaVerdict::allowed) allowed.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(allowed.load(), static_cast<int>(kLimit));
+}
+
+}  // namespace
+}  // namespace floodgate::resilience
