@@ -92,10 +92,11 @@ struct LinkStats {
 };
 
 enum class CallStatus : uint8_t {
-  reply,        // Redis answered (anything but NOSCRIPT): the reply is given to Done
+  reply,        // Redis answered (anything but NOSCRIPT; error replies too): Done gets the reply
   timeout,      // no reply within command_timeout
   unavailable,  // the connection failed or closed before the reply came
-  error,        // an error reply to the handshake, or a reply that broke the protocol
+  error,        // an error reply to the handshake, a reply that broke the protocol, or NOSCRIPT
+                // again after the reload (or no room to resend)
 };
 
 class Link;
@@ -154,7 +155,8 @@ class Link {
   enum class Submit : uint8_t {
     accepted,     // Done will be called (or cancel() called first)
     unavailable,  // the breaker is open or a probe is under way, or the link is closed
-    busy,         // max_pending or the process's max_inflight reached, or no room to write
+    busy,         // max_pending or the process's max_inflight reached, no room to write, or `call`
+                  // is pending already
   };
   // Runs the script through `call` (call.write encodes it). Never calls Done itself.
   Submit eval(Call& call) noexcept;
