@@ -294,7 +294,8 @@ def main():
              (("floodgate", args.floodgate_extra), ("floodgate-prev", args.floodgate_prev_extra))
              if path}
     with targets.Stack(args.floodgate, args.forward_headers, pins,
-                       floodgate_prev_bin=args.floodgate_prev, extra_toml=extra) as stack:
+                       floodgate_prev_bin=args.floodgate_prev, extra_toml=extra,
+                       headers=args.header) as stack:
         stack.start("backend")
         for name in active:
             stack.start(name)

@@ -66,13 +66,16 @@ port() {
 print(targets.unused_port([${1:-}]))"
 }
 
-# Starts the command in "$@" (stdout+stderr to $tmp/$name.out) and waits for a 200 on $port.
+# Starts the command in "$@" (stdout+stderr to $tmp/$name.out) and waits for a 200 on $port
+# to a request with the -H headers (a quota policy refuses one without its identity).
 start() {
   local name=$1 port=$2; shift 2
+  local curl_headers=()
+  for h in "${headers[@]}"; do curl_headers+=(-H "$h"); done
   "$@" >"$tmp/$name.out" 2>&1 &
   pids+=($!)
   for _ in $(seq 600); do
-    curl -sf -o /dev/null "http://127.0.0.1:$port/" && return 0
+    curl -sf -o /dev/null "${curl_headers[@]}" "http://127.0.0.1:$port/" && return 0
     kill -0 "${pids[-1]}" 2>/dev/null || break
     sleep 0.1
   done

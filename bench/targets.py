@@ -283,10 +283,13 @@ def rss_kib(pids):
 
 # --- processes ------------------------------------------------------------------------------
 
-def http_get_ok(port, timeout=1.0):
+def http_get_ok(port, timeout=1.0, headers=()):
+    """True when GET / answers 200; `headers` are extra "Name: value" lines (the load's own)."""
+    extra = "".join(f"{h}\r\n" for h in headers).encode()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            s.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n" + extra
+                      + b"\r\n")
             data = b""
             while len(data) < 12:
                 chunk = s.recv(4096)
@@ -314,13 +317,14 @@ class Target:
 
 class Stack:
     def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False,
-                 floodgate_prev_bin="", extra_toml=None):
+                 floodgate_prev_bin="", extra_toml=None, headers=()):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-")
         os.chmod(self.dir, 0o755)      # nginx workers run as nobody when started by root
         self.floodgate_bin = floodgate_bin
         self.floodgate_prev_bin = floodgate_prev_bin
         self.extra_toml = extra_toml or {}  # "floodgate" / "floodgate-prev" -> TOML appended
         self.forward_headers = forward_headers
+        self.headers = tuple(headers)  # header lines the load sends, so readiness sends them too
         self.taskset = taskset or {}   # target name or "backend" -> CPU list for taskset -c
         self.keep_dir = keep_dir
         self.targets = {}
@@ -356,7 +360,7 @@ class Stack:
         target = Target(kind, port, proc, log)
         self.targets[kind] = target
         deadline = time.monotonic() + ready_timeout
-        while not http_get_ok(port):
+        while not http_get_ok(port, headers=self.headers):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{kind} did not start ({shlex.join(argv)}):\n"
                                    + tail(log))

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "floodgate/core/cpu_relax.h"
+
 namespace floodgate::resilience {
 
 namespace {
@@ -11,14 +13,6 @@ namespace {
 constexpr int kFlagTries = 4096;
 // A decision whose bucket was reclaimed under it looks up again, at most this many times.
 constexpr int kLookups = 3;
-
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 int64_t ms_of(QuotaCell::Clock::time_point t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 
+#include "floodgate/core/cpu_relax.h"
 #include "floodgate/resilience/quota_counter.h"
 
 namespace floodgate::resilience {
@@ -17,14 +18,6 @@ std::array<uint64_t, 4> words_of(const Digest& d) noexcept {
   std::array<uint64_t, 4> w{};
   std::memcpy(w.data(), d.data(), sizeof(w));
   return w;
-}
-
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 }  // namespace
