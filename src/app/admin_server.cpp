@@ -7,6 +7,7 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/json.hpp>
 #include <string_view>
 
 #include "floodgate/core/ascii.h"
@@ -46,6 +47,8 @@ std::string_view phrase(int status) {
       return "Bad Request";
     case 401:
       return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -145,12 +148,13 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
         parse_head(std::string_view(static_cast<const char*>(buffer_.data().data()), n), why);
     buffer_.consume(n);
     if (status != 0) return respond(status, why);
-    if (request_.method != "GET" && !handlers_.authorized(request_.authorization)) {
-      return respond(
-          401,
-          R"({"error":"missing or wrong token: send Authorization: Bearer <admin.token>"})"
-          "\n",
-          "WWW-Authenticate: Bearer\r\n", kJson);
+    if (request_.method != "GET") {
+      const Access a = handlers_.access(request_);
+      if (a.status != 0) {
+        return respond(a.status,
+                       boost::json::serialize(boost::json::object{{"error", a.error}}) + "\n",
+                       a.status == 401 ? "WWW-Authenticate: Bearer\r\n" : "", kJson);
+      }
     }
     if (length_ > 0 && request_.method == "GET") {
       return respond(413, "a GET or HEAD request takes no body\n");
@@ -399,6 +403,20 @@ void AdminServer::refuse(asio::ip::tcp::socket& s) {
   s.write_some(asio::buffer(kRefusal), ec);
   s.shutdown(asio::socket_base::shutdown_send, ec);
   s.close(ec);
+}
+
+AdminServer::Access AdminServer::access_of(const Request& head, std::string_view token) {
+  if (!token.empty()) {
+    if (bearer_token_matches(head.authorization, token)) return {};
+    return {401, "missing or wrong token: send Authorization: Bearer <admin.token>"};
+  }
+  const bool changes = head.path == "/config/activate" || head.path == "/config/rollback" ||
+                       head.path.starts_with("/fault/");
+  if (!changes) return {};
+  return {403, head.method + " " + head.path +
+                   " changes floodgate's configuration and no admin token is configured: set "
+                   "admin.token or admin.token_file and send Authorization: Bearer <token>, or "
+                   "reload with SIGHUP (systemctl reload floodgate)"};
 }
 
 bool AdminServer::bearer_token_matches(std::string_view authorization, std::string_view token) {

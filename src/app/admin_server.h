@@ -8,8 +8,8 @@
 //   - at most `max_connections` open at once; the next one is answered 503 at once and closed;
 //   - a request head of at most `max_head` bytes (431), complete within `head_timeout` (408);
 //   - the token is checked as soon as the head is complete: a request other than GET or HEAD
-//     without it gets 401 and its body is never read, so until then a connection holds at
-//     most `max_head` bytes;
+//     without it gets 401 (or 403 when it would change floodgate and no token is configured)
+//     and its body is never read, so until then a connection holds at most `max_head` bytes;
 //   - an authorized body of at most `max_body` bytes (413, decided from Content-Length before
 //     a byte of it is read), complete within `body_timeout` (408);
 //   - the answer written within `write_timeout`, then the connection lingers at most `linger`
@@ -66,15 +66,22 @@ class AdminServer {
     std::string content_type = "application/json";
   };
 
+  // What a request other than GET and HEAD may do, decided from its head alone.
+  struct Access {
+    int status = 0;     // 0: go on; 401 (answered with WWW-Authenticate: Bearer) or 403
+    std::string error;  // why, for the {"error": ...} answer of a refusal
+  };
+
   struct Handlers {
     std::function<void(std::string&)> metrics;  // appends the exposition text
     std::function<bool()> draining;
     // Every path under /config, and /status. Answers by calling the reply function, at once or
     // later (an activation answers once every reactor serves the new generation).
     std::function<void(const Request&, std::function<void(Response)>)> control;
-    // Whether an Authorization header value admits a request that changes something (any
-    // method but GET and HEAD). Called once the head is complete, before any body byte is read.
-    std::function<bool(std::string_view authorization)> authorized;
+    // Whether a request other than GET and HEAD may go on (access_of() is the control API's
+    // rule). Called with the head (no body yet) once it is complete, before any body byte is
+    // read.
+    std::function<Access(const Request& head)> access;
     // Why floodgate drains without shutting down (the watchdog's drain): while it returns a
     // non-empty text, /healthz answers 503 with it. Optional.
     std::function<std::string()> drain_reason;
@@ -94,6 +101,13 @@ class AdminServer {
   std::size_t open_connections() const;
   // Connections answered 503 because `max_connections` were open.
   uint64_t refused_connections() const { return refused_; }
+
+  // The control API's rule (docs/operations.md). With a token configured, every request but GET
+  // and HEAD needs `Authorization: Bearer <token>` (401 otherwise). Without one, the requests
+  // that change floodgate (POST /config/activate, /config/rollback, the test builds' /fault/)
+  // are refused with 403, and the others (POST /config/validate and /config/preview, which only
+  // read, and paths the control API answers 404 or 405) go on.
+  static Access access_of(const Request& head, std::string_view token);
 
   // True if `authorization` is `Bearer <token>`: the scheme in any case (RFC 9110 11.1), then
   // one or more spaces, then exactly `token`, compared in time that depends only on the

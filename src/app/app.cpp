@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/json.hpp>
+#include <boost/system/system_error.hpp>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -16,10 +17,6 @@
 #include "process.h"
 
 namespace floodgate::app {
-
-const char* version() {
-  return FLOODGATE_VERSION;
-}
 
 namespace {
 
@@ -75,6 +72,14 @@ spdlog::level::level_enum to_spdlog(LogLevel l) {
 int fail(const std::string& message) {
   std::fprintf(stderr, "floodgate: %s\n", message.c_str());
   return 1;
+}
+
+std::string reason_of(const std::exception& e) {
+  if (const auto* b = dynamic_cast<const boost::system::system_error*>(&e)) {
+    return b->code().message();
+  }
+  if (const auto* s = dynamic_cast<const std::system_error*>(&e)) return s->code().message();
+  return e.what();
 }
 
 std::string rfc3339(std::chrono::system_clock::time_point t) {

@@ -152,7 +152,6 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
   budgets_.sweep();
   rate_rules_.sweep();
   quota_counts_.sweep();
-  ++next_number_;
   return Entry{std::move(snap), cfg};
 }
 
@@ -184,6 +183,9 @@ std::shared_ptr<const proxy::Quota> Generations::quota(const config::Config& cfg
 }
 
 void Generations::activate(Entry e) {
+  // The number is used up only here: a generation built and then refused (a listener that
+  // cannot be bound) leaves the next one to take it.
+  next_number_ = std::max(next_number_, e.snapshot->generation + 1);
   previous_ = std::move(active_);
   active_ = std::move(e);
   apply_limits();

@@ -42,8 +42,9 @@ class Generations {
 
   explicit Generations(unsigned reactors) : reactors_(reactors) {}
 
-  // Builds the next generation (not yet active). Throws std::runtime_error naming the key
-  // when an address cannot be resolved or there are too many pool names.
+  // Builds the next generation (not yet active), numbered one past the last activated: a
+  // generation built and never activated uses no number. Throws std::runtime_error naming the
+  // key when an address cannot be resolved or there are too many pool names.
   Entry build(const config::Config& cfg, std::string_view source);
   // Makes `e` the active generation; the active one becomes the previous.
   void activate(Entry e);

@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   const Options opts = floodgate::app::parse_options(argc, argv);
   switch (opts.command) {
     case Options::Command::version:
-      std::printf("floodgate %s\n", floodgate::app::version());
+      std::fputs(floodgate::app::version_text().c_str(), stdout);
       return 0;
     case Options::Command::help:
       std::fputs(floodgate::app::usage(), stdout);

@@ -7,11 +7,13 @@
 #include <csignal>
 #include <utility>
 
+#include "app.h"
 #include "floodgate/core/heap_count.h"
 
 namespace floodgate::app {
 
 int Process::start() {
+  spdlog::info("floodgate {} (revision {}) starting with {}", version(), revision(), path_);
   const unsigned workers = resolved_workers(start_.server);
   try {
     for (unsigned i = 0; i < workers; ++i) {
@@ -36,7 +38,7 @@ int Process::start() {
       for (auto& r : reactors_) at = r->listen(at, e.text);
       spdlog::info("listening on {}", at.address().to_string() + ":" + std::to_string(at.port()));
     } catch (const std::exception& ex) {
-      return fail(path_ + ": server.listen: cannot listen on " + e.text + ": " + ex.what());
+      return fail(path_ + ": server.listen: cannot listen on " + e.text + ": " + reason_of(ex));
     }
   }
   try {
@@ -46,15 +48,14 @@ int Process::start() {
             [this](std::string& out) { render_metrics(out); }, [this] { return draining_; },
             [this](const AdminServer::Request& r,
                    const std::function<void(AdminServer::Response)>& reply) { control(r, reply); },
-            [this](std::string_view authorization) {
+            [this](const AdminServer::Request& head) {
               // The token of the active generation (a reload may change it).
-              const std::string& token = gens_.active().config.admin.token;
-              return token.empty() || AdminServer::bearer_token_matches(authorization, token);
+              return AdminServer::access_of(head, gens_.active().config.admin.token);
             },
             [this] { return watchdog_drain_reason(); }});
   } catch (const std::exception& e) {
     return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
-                e.what());
+                reason_of(e));
   }
   for (auto& r : reactors_) r->start();
   start_watchdog();

@@ -57,6 +57,9 @@ unsigned resolved_workers(const ServerParams& server);
 spdlog::level::level_enum to_spdlog(LogLevel l);
 // Prints "floodgate: <message>" to stderr; returns the exit status 1.
 int fail(const std::string& message);
+// What went wrong, for an operator: a system error's own text ("Permission denied", "Address
+// already in use"), without the library's call name and source location; else e.what().
+std::string reason_of(const std::exception& e);
 std::string rfc3339(std::chrono::system_clock::time_point t);
 // What the health task probes in `snap`: every peer of every pool (those of pools without
 // [upstreams.health] only to be marked up and unprobed).

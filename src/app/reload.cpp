@@ -93,7 +93,7 @@ bool Process::apply_listeners(const config::Config& next, std::string& error) {
       for (auto& [key, list] : opened) {
         for (int fd : list) ::close(fd);
       }
-      error = "server.listen: cannot listen on " + e.text + ": " + ex.what();
+      error = "server.listen: cannot listen on " + e.text + ": " + reason_of(ex);
       return false;
     }
     opened.emplace_back(e.text, std::move(fds));

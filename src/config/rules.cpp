@@ -31,7 +31,8 @@ void check_admin_exposure(const Config& c, const DocumentMarks& marks, Collector
   out.error(marks.admin_listen_at.value_or(Position{1, 1}), "admin.listen",
             quoted(c.admin.listen.text) +
                 " is not a loopback address and admin.token is not set, so anyone who can "
-                "reach it could change the configuration; set admin.token (at least " +
+                "reach it could change the configuration; set admin.token or admin.token_file (at "
+                "least " +
                 std::to_string(kMinTokenLength) +
                 " characters, e.g. the output of \"openssl rand -hex 32\"), or listen on "
                 "127.0.0.1");

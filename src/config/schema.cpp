@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "floodgate/config/config.h"       // read_file
 #include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
 #include "health_schema.h"
 #include "resilience_schema.h"
@@ -281,12 +282,60 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.trusted_proxies_ok = read_trusted_proxies(r, p.trusted_proxies);
 }
 
+Parsed<std::string> parse_token_file_path(std::string_view path) {
+  if (path.empty() || path.front() != '/') {
+    return Parsed<std::string>::fail(
+        "must be an absolute path, e.g. \"/run/credentials/floodgate.service/admin-token\" "
+        "(systemd's LoadCredential=admin-token:/etc/floodgate/admin-token)");
+  }
+  return Parsed<std::string>::ok(std::string(path));
+}
+
+// admin.token_file: the token read from a file at every load (start, reload, check), so that it
+// can come from systemd's LoadCredential= and be rotated by a reload. Trailing whitespace (the
+// newline of `echo` or an editor) is dropped; the rest is checked as admin.token is, and no
+// message quotes it.
+void read_token_file(TableReader& r, AdminParams& p) {
+  constexpr std::size_t kMaxTokenFileBytes = 4096;
+  std::string path;
+  if (!r.text("token_file", R"(token_file = "/run/credentials/floodgate.service/admin-token")",
+              parse_token_file_path, path) ||
+      path.empty()) {
+    return;
+  }
+  if (r.peek("token") != nullptr) {
+    return r.error("token_file",
+                   "admin.token and admin.token_file are both set; keep one (token_file keeps "
+                   "the secret out of the configuration file)");
+  }
+  std::string text;
+  std::string why;
+  if (!read_file(path, text, why)) {
+    return r.error("token_file", "cannot read \"" + path + "\": " + why);
+  }
+  if (text.size() > kMaxTokenFileBytes) {
+    return r.error("token_file", "\"" + path + "\" is larger than " +
+                                     std::to_string(kMaxTokenFileBytes) +
+                                     " bytes; it should hold the token alone");
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' ||
+                           text.back() == '\t')) {
+    text.pop_back();
+  }
+  auto checked = parse_admin_token(text);
+  if (!checked.value) {
+    return r.error("token_file", "in \"" + path + "\": " + std::move(checked.error));
+  }
+  p.token = std::move(*checked.value);
+}
+
 void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {
   marks.admin_listen_ok = r.endpoint("listen", PortRule::nonzero, p.listen);
   marks.admin_listen_at = r.position("listen");
-  marks.token_given = r.find("token") != nullptr;
+  marks.token_given = r.find("token") != nullptr || r.peek("token_file") != nullptr;
   r.secret("token", R"(token = "<at least 16 visible ASCII characters>")", parse_admin_token,
            p.token);
+  read_token_file(r, p);
 }
 
 Parsed<std::string> parse_access_log(std::string_view sink) {

@@ -3,9 +3,12 @@
 // output, re-framed as plan_response() decided.
 #include "floodgate/proxy/attempt.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <boost/asio/error.hpp>
 #include <cstring>
+#include <string_view>
 
 #include "backend_conn.h"
 #include "client_conn.h"
@@ -102,7 +105,7 @@ void Attempt::connect(const asio::ip::tcp::endpoint& to, std::chrono::millisecon
 void Attempt::on_connected(const error_code& ec) {
   connecting_ = false;
   timer_.cancel();
-  if (ec) return fail(Reason::upstream_connect_failed);
+  if (ec) return fail(Reason::upstream_connect_failed, ec.value());
   send_request_head();
 }
 
@@ -147,8 +150,11 @@ void Attempt::send_request() {
 void Attempt::on_backend_written(const error_code& ec) {
   if (ec) {
     if (retry_stale_connection()) return;
-    if (!client_->exchange().outcome.client_saw_bytes) return fail(Reason::upstream_reset);
+    if (!client_->exchange().outcome.client_saw_bytes) {
+      return fail(Reason::upstream_reset, ec.value());
+    }
     judge(resilience::CircuitVerdict::failure);  // reset before the response (after a 1xx)
+    log_failure(Reason::upstream_reset, ec.value(), true);
     return client_->cut(OutcomeSource::upstream);
   }
   bout_len_ = 0;
@@ -177,7 +183,8 @@ void Attempt::on_backend_read(const error_code& ec, std::size_t n) {
     return pump_response_body();  // completes a close-delimited body or detects truncation
   }
   if (ec) {
-    if (!response_head_) return fail(Reason::upstream_reset);
+    if (!response_head_) return fail(Reason::upstream_reset, ec.value());
+    log_failure(Reason::upstream_reset, ec.value(), true);
     return client_->cut(OutcomeSource::upstream);
   }
   bin_len_ += n;
@@ -293,7 +300,9 @@ void Attempt::pump_response_body() {
         client_->discard_out();  // nothing reached the client: say so
         return fail(Reason::upstream_bad_response);
       }
-      return client_->cut(OutcomeSource::upstream);  // never present a short body as whole
+      // Never present a short body as whole.
+      log_failure(backend_eof_ ? Reason::upstream_reset : Reason::upstream_bad_response, 0, true);
+      return client_->cut(OutcomeSource::upstream);
     }
     if (r == http::Parser::Result::message_done) {
       response_done_ = true;
@@ -355,7 +364,7 @@ void Attempt::finish_response() {
   client_->on_response_done(plan_.close_client);
 }
 
-void Attempt::fail(Reason reason) {
+void Attempt::fail(Reason reason, int error) {
   if (up_ != nullptr) {
     // docs/metrics.md: a connect timeout is both a connect failure and a timeout.
     ReactorMetrics& metrics = client_->reactor().metrics();
@@ -367,9 +376,85 @@ void Attempt::fail(Reason reason) {
     }
     if (role_ == AttemptRole::retry) metrics.retry(up_->id, RetryResult::failed);
   }
-  if (backend_failure(reason)) judge(resilience::CircuitVerdict::failure);
+  if (backend_failure(reason)) {
+    judge(resilience::CircuitVerdict::failure);
+    log_failure(reason, error, false);
+  }
   end(false);
   client_->on_attempt_failed(*this, reason);
+}
+
+namespace {
+
+// What the process log says a backend failure was.
+std::string_view failure_text(Reason reason, bool after_head) {
+  switch (reason) {
+    case Reason::upstream_connect_failed:
+      return "connect failed";
+    case Reason::upstream_connect_timeout:
+      return "connect timed out (connect_timeout)";
+    case Reason::upstream_reset:
+      return after_head ? "closed the connection in the middle of the response"
+                        : "closed the connection before the response head";
+    case Reason::upstream_timeout:
+      return after_head ? "stalled in the middle of the response (response_timeout)"
+                        : "sent no response head within response_timeout";
+    case Reason::upstream_bad_response:
+      return after_head ? "sent a malformed response body" : "sent a malformed response head";
+    default:
+      return "failed";
+  }
+}
+
+// A client's bytes, printable in a log line: at most kMax of them, quotes, backslashes and
+// bytes outside visible ASCII as \xHH, "..." when cut. `out` holds at least 4 * kMax + 4.
+constexpr std::size_t kMaxLoggedTarget = 200;
+std::string_view printable(std::string_view in, char* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < in.size() && i < kMaxLoggedTarget; ++i) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    if (c > 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out[n++] = static_cast<char>(c);
+    } else {
+      out[n++] = '\\';
+      out[n++] = 'x';
+      out[n++] = kHex[c >> 4];
+      out[n++] = kHex[c & 0xf];
+    }
+  }
+  if (in.size() > kMaxLoggedTarget) {
+    for (int i = 0; i < 3; ++i) out[n++] = '.';
+  }
+  return {out, n};
+}
+
+}  // namespace
+
+// nginx's error log for a failed upstream, throttled: one line per backend and kind of failure
+// per second at most, process-wide, saying how many it stands for. Formatting is on this
+// thread (spdlog's queue then writes it); it is the failure path, at most a few lines a second.
+void Attempt::log_failure(Reason reason, int error, bool after_head) {
+  if (up_ == nullptr || backend_ < 0) return;
+  const std::size_t kind = backend_failure_kind(reason);
+  if (kind >= kBackendFailureKinds) return;
+  Backend& peer = *up_->backends[static_cast<std::size_t>(backend_)];
+  const uint64_t count = peer.failure_log[kind].occurred(client_->reactor().now());
+  if (count == 0) return;
+  char errtext[128] = "";
+  const char* why = error != 0 ? ::strerror_r(error, errtext, sizeof errtext) : nullptr;
+  char target[4 * kMaxLoggedTarget + 4];
+  char more[64] = "";
+  if (count > 1) {
+    *fmt::format_to_n(more, sizeof more - 1, "; {} more like it since the last line", count - 1)
+         .out = '\0';
+  }
+  const http::Parser& rp = client_->request_parser();
+  spdlog::warn("upstream \"{}\" backend {}: {}{}{}{} [{}]; client {}, request \"{} {}\"{}",
+               up_->params.name, peer.address.text, failure_text(reason, after_head),
+               why != nullptr ? " (" : "", why != nullptr ? why : "", why != nullptr ? ")" : "",
+               kReasons[static_cast<std::size_t>(reason)].name, client_->client_ip(),
+               rp.method_name(), printable(rp.target(), target), more);
 }
 
 void Attempt::judge(resilience::CircuitVerdict verdict) noexcept {
@@ -404,6 +489,7 @@ void Attempt::on_timeout() {
   if (connecting_) return fail(Reason::upstream_connect_timeout);
   if (!response_head_) return fail(Reason::upstream_timeout);
   if (up_ != nullptr) client_->reactor().metrics().timeout(up_->id);
+  log_failure(Reason::upstream_timeout, 0, true);
   client_->cut(OutcomeSource::upstream);  // the backend stalled mid-body: a short body
 }
 

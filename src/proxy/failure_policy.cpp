@@ -52,6 +52,23 @@ bool backend_failure(Reason reason) noexcept {
   }
 }
 
+std::size_t backend_failure_kind(Reason reason) noexcept {
+  switch (reason) {
+    case Reason::upstream_connect_failed:
+      return 0;
+    case Reason::upstream_connect_timeout:
+      return 1;
+    case Reason::upstream_reset:
+      return 2;
+    case Reason::upstream_timeout:
+      return 3;
+    case Reason::upstream_bad_response:
+      return 4;
+    default:
+      return kBackendFailureKinds;
+  }
+}
+
 NoRetry retry_rule(const RetryCandidate& c) noexcept {
   if (!c.failure.retryable) return NoRetry::not_retryable;
   if ((kIdempotentMethods & method_bit(c.method)) == 0) return NoRetry::method;

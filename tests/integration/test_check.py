@@ -73,8 +73,9 @@ ERROR_LINES = [
     "3:1: error: server.header_timeout: \"10\" is not a valid duration: the unit is missing; "
     "add ms, s, m or h, e.g. \"10s\"",
     "5:1: error: admin.listen: \"0.0.0.0:9901\" is not a loopback address and admin.token is "
-    "not set, so anyone who can reach it could change the configuration; set admin.token (at "
-    "least 16 characters, e.g. the output of \"openssl rand -hex 32\"), or listen on 127.0.0.1",
+    "not set, so anyone who can reach it could change the configuration; set admin.token or "
+    "admin.token_file (at least 16 characters, e.g. the output of \"openssl rand -hex 32\"), or "
+    "listen on 127.0.0.1",
     "7:1: error: log.levle: unknown key 'levle' in [log] (did you mean 'level'?); expected one "
     "of: level, access_log, access_log_format",
     "13:1: error: upstreams[1].name: duplicate upstream name 'app' (first defined at line 9); "

@@ -63,8 +63,14 @@ class CommandLine(unittest.TestCase):
         p = self.run_floodgate("--version")
         out = (p.stdout + p.stderr).decode()
         self.assertEqual(p.returncode, 0, out)
-        self.assertIn("floodgate", out.lower())
-        self.assertRegex(out, r"\d+\.\d+\.\d+")
+        self.assertRegex(out, r"^floodgate \d+\.\d+\.\d+ \(revision [0-9a-z-]+\)\n")
+        # What `haproxy -vv` tells: the build, the event loops, the libraries.
+        self.assertRegex(out, r"\nbuild: \w+")
+        self.assertRegex(out, r"\nevent loops: io_uring \((usable here|not usable here: .+)\), "
+                              r"epoll \(always\)\n")
+        for library in ("Boost 1.", "llhttp 8.", "OpenSSL 3.", "liburing 2.", "spdlog 1.",
+                        "toml++ 3."):
+            self.assertIn("\n  " + library, out)
 
     def test_help_describes_the_config_option_and_exits_0(self):
         p = self.run_floodgate("--help")
@@ -113,7 +119,29 @@ class CommandLine(unittest.TestCase):
             blocker.close()
         err = p.stderr.decode("utf-8", "replace")
         self.assertEqual(p.returncode, 1, err)
-        self.assertIn(str(port), err)
+        # The system's reason alone, as `ss` or nginx would say it: no library call or source
+        # location.
+        self.assertIn("server.listen: cannot listen on 127.0.0.1:%d: Address already in use\n"
+                      % port, err)
+        self.assertNotIn("[system:", err)
+        self.assertNotIn(".hpp", err)
+
+    def test_admin_address_in_use_names_admin_listen_and_the_reason(self):
+        blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            blocker.bind(("127.0.0.1", 0))
+            blocker.listen(1)
+            port = blocker.getsockname()[1]
+            text = self.valid_config().replace(
+                'listen = "127.0.0.1:', 'listen = "127.0.0.1:%d" #' % port, 1)
+            p = self.run_floodgate("-c", self.write_config(text))
+        finally:
+            blocker.close()
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("admin.listen: cannot listen on 127.0.0.1:%d: Address already in use\n"
+                      % port, err)
+        self.assertNotIn("[system:", err)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Admin endpoints, metrics and the access log end to end."""
 
 import os
+import re
+import time
 import unittest
 
 from backend import Backend
-from harness import (DEFAULT_TIMEOUT, FloodgateTestCase, admin_get, build_request, poll, route,
-                     upstream)
+from harness import (DEFAULT_TIMEOUT, FloodgateTestCase, admin_get, build_request, free_port, poll,
+                     route, upstream)
 
 REQUIRED_FAMILIES = [
     "floodgate_requests_total",
@@ -32,6 +34,12 @@ class Observability(FloodgateTestCase):
 
     def wait_metric_at_least(self, value, name, **labels):
         poll(lambda: self.metric(name, **labels) >= value, what="%s%r >= %s" % (name, labels, value))
+
+    # --- the process log --------------------------------------------------------------------
+    def test_start_up_logs_the_version_revision_and_configuration_file(self):
+        log = self.fg.stderr_bytes().decode("utf-8", "replace")
+        self.assertRegex(log, r" info floodgate: floodgate \d+\.\d+\.\d+ \(revision [0-9a-z-]+\) "
+                              r"starting with " + re.escape(self.fg.config_path) + "\n")
 
     # --- admin ------------------------------------------------------------------------------
     def test_healthz_answers_200(self):
@@ -177,6 +185,47 @@ class Observability(FloodgateTestCase):
                                      headers=[("X-Request-Id", "log-long-1")]).status, 200)
         e = self.log_entry("request_id", "log-long-1")
         self.assertEqual(e["target"], target[:4096] + "...")
+
+
+class BackendFailuresInTheProcessLog(FloodgateTestCase):
+    """A dead backend under load: its failures reach the process log as nginx's error log has
+    them, one line a second at most (two reactors sharing the throttle), counting the rest."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dead = "127.0.0.1:%d" % free_port()
+        cls.fg = cls.start_floodgate([upstream("app", [cls.dead])], workers=2,
+                                     resilience={"circuit_breaker": {"enabled": False}})
+
+    def lines(self):
+        log = self.fg.stderr_bytes().decode("utf-8", "replace")
+        return [l for l in log.splitlines()
+                if 'upstream "app" backend %s: connect failed' % self.dead in l]
+
+    def test_a_refused_connect_is_logged_once_a_second_with_the_count_of_the_rest(self):
+        started = time.monotonic()
+        for i in range(40):
+            self.assertEqual(self.fg.get("/dead-%d?q=\"x\"" % i).status, 502)
+        elapsed = time.monotonic() - started
+        lines = poll(self.lines, what="a line about the dead backend")
+        self.assertLessEqual(len(lines), int(elapsed) + 2, "\n".join(lines))
+        first = lines[0]
+        self.assertIn(" warning floodgate: ", first)
+        self.assertIn("connect failed (Connection refused) [upstream_connect_failed]; "
+                      "client 127.0.0.1, request \"GET /dead-0?q=\\x22x\\x22\"", first)
+        self.assertNotIn("more like it", first)
+        # The next line, a second later, stands for what was held back meanwhile.
+        def counted():
+            self.fg.get("/dead-more")
+            return [l for l in self.lines() if "more like it since the last line" in l]
+        poll(counted, timeout=15, interval=0.1, what="a line counting the suppressed failures")
+        lines = self.lines()
+        represented = sum(1 + int(re.search(r"; (\d+) more like it", l).group(1))
+                          if "more like it" in l else 1 for l in lines)
+        failures = self.fg.metrics().value("floodgate_upstream_connect_failures_total",
+                                          upstream="app")
+        self.assertGreater(represented, len(lines))
+        self.assertLessEqual(represented, failures)
 
 
 class HeapAllocationsBase:

@@ -6,8 +6,10 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import unittest
 
@@ -19,7 +21,8 @@ from harness import (DEFAULT_TIMEOUT, Conn, FloodgateTestCase, admin_get, build_
 TOKEN = "s3cret-token-for-tests-0123"
 
 
-def admin_post(port, path, body=b"", token=None):
+def admin_post(port, path, body=b"", token=TOKEN):
+    """POST to the control API; with TOKEN by default (every class but NoToken configures it)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=DEFAULT_TIMEOUT)
     headers = {"Content-Type": "application/toml"}
     if token is not None:
@@ -40,7 +43,8 @@ class Reloads(FloodgateTestCase):
         cls.b = Backend("b").start()
         cls.backends = [cls.a, cls.b]
         cls.fg = cls.start_floodgate([upstream("a", [cls.a])], routes=[route("a")],
-                                     server={"retirement_grace": "1s"}, workers=2)
+                                     server={"retirement_grace": "1s"}, workers=2,
+                                     admin={"token": TOKEN})
         cls.base = cls.fg.config()
 
     def setUp(self):
@@ -214,6 +218,30 @@ class Reloads(FloodgateTestCase):
             self.assertEqual(on_new.request("GET", "/still-new").status, 200)
             self.assertEqual(on_old.request("GET", "/still-old").status, 200)
 
+    def test_a_listener_that_cannot_be_bound_refuses_the_reload_without_using_a_number(self):
+        blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(blocker.close)
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen(1)
+        port = blocker.getsockname()[1]
+        before = self.generation()
+        errors = self.metric("floodgate_config_reloads_total", result="error")
+        cfg = json.loads(json.dumps(self.base))
+        cfg["server"]["listen"] = self.base["server"]["listen"] + ["127.0.0.1:%d" % port]
+        self.write(cfg)
+        self.fg.signal(signal.SIGHUP)
+        poll(lambda: self.metric("floodgate_config_reloads_total", result="error") == errors + 1,
+             what="the refused reload counted")
+        self.assertEqual(self.generation(), before)
+        log = self.fg.stderr_bytes().decode("utf-8", "replace")
+        self.assertIn("server.listen: cannot listen on 127.0.0.1:%d: Address already in use"
+                      % port, log)
+        self.assertNotIn("[system:", log)
+        # The next good reload takes the number the refused one did not use.
+        self.reload(self.with_pool_b())
+        self.assertEqual(self.generation()["generation"], before["generation"] + 1)
+        self.reload(self.base)
+
     @staticmethod
     def accepts(port):
         try:
@@ -316,7 +344,7 @@ class NoPreviousGeneration(FloodgateTestCase):
     def setUpClass(cls):
         cls.a = Backend("a").start()
         cls.backends = [cls.a]
-        cls.fg = cls.start_floodgate([upstream("a", [cls.a])])
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])], admin={"token": TOKEN})
 
     def test_rollback_without_a_previous_generation_is_a_conflict(self):
         status, body = admin_post(self.fg.admin_port, "/config/rollback")
@@ -329,25 +357,11 @@ class Token(FloodgateTestCase):
     def setUpClass(cls):
         cls.a = Backend("a").start()
         cls.backends = [cls.a]
-        cls.fg = cls.start_floodgate([upstream("a", [cls.a])])
-        cls.fg.admin_token = TOKEN
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])], admin={"token": TOKEN})
 
     @classmethod
     def config_with_token(cls):
-        cfg = cls.fg.config()
-        cfg["admin"]["token"] = TOKEN
-        return cfg
-
-    def setUp(self):
-        super().setUp()
-        # Start-up config has no token; put one in through the file once.
-        status, _, body = admin_get(self.fg.admin_port, "/config")
-        if json.loads(body)["sha256"] != hashlib.sha256(
-                render_toml(self.config_with_token()).encode()).hexdigest():
-            with open(self.fg.config_path, "w") as f:
-                f.write(render_toml(self.config_with_token()))
-            status, body = admin_post(self.fg.admin_port, "/config/activate")
-            self.assertEqual(status, 200, body)
+        return cls.fg.config()
 
     def test_posts_need_the_bearer_token_and_gets_stay_open(self):
         body = render_toml(self.config_with_token()).encode()
@@ -361,6 +375,76 @@ class Token(FloodgateTestCase):
         self.assertEqual((status, answer["valid"]), (200, True))
         status, _, _ = admin_get(self.fg.admin_port, "/config")
         self.assertEqual(status, 200)
+
+
+class NoToken(FloodgateTestCase):
+    """Without a token, the control API reads but never changes floodgate."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])])
+
+    def test_activate_and_rollback_are_forbidden_and_validate_and_preview_answer(self):
+        body = render_toml(self.fg.config()).encode()
+        _, _, before = admin_get(self.fg.admin_port, "/config")
+        for path in ("/config/activate", "/config/rollback"):
+            for with_body in (body, b""):
+                status, answer = admin_post(self.fg.admin_port, path, with_body, token=None)
+                self.assertEqual(status, 403, path)
+                self.assertIn("no admin token is configured", answer["error"])
+                self.assertIn("admin.token_file", answer["error"])
+        # A token sent when none is configured changes nothing either.
+        status, _ = admin_post(self.fg.admin_port, "/config/activate", body, TOKEN)
+        self.assertEqual(status, 403)
+        status, answer = admin_post(self.fg.admin_port, "/config/validate", body, token=None)
+        self.assertEqual((status, answer["valid"]), (200, True))
+        status, answer = admin_post(self.fg.admin_port, "/config/preview", body, token=None)
+        self.assertEqual(status, 200, answer)
+        _, _, after = admin_get(self.fg.admin_port, "/config")
+        self.assertEqual(json.loads(after)["generation"], json.loads(before)["generation"])
+
+
+class TokenFile(FloodgateTestCase):
+    """admin.token_file: the token read from a file (systemd's LoadCredential=), re-read on
+    every reload, so a new token is a new file and a SIGHUP."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.token_dir = tempfile.mkdtemp(prefix="floodgate-token-")
+        cls.token_path = os.path.join(cls.token_dir, "admin-token")
+        with open(cls.token_path, "w") as f:
+            f.write(TOKEN + "\n")
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])],
+                                     admin={"token_file": cls.token_path})
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.token_dir, ignore_errors=True)
+
+    def generation(self):
+        _, _, body = admin_get(self.fg.admin_port, "/config")
+        return json.loads(body)["generation"]
+
+    def test_the_token_comes_from_the_file_and_a_reload_rereads_it(self):
+        status, _ = admin_post(self.fg.admin_port, "/config/activate", token=None)
+        self.assertEqual(status, 401)
+        status, body = admin_post(self.fg.admin_port, "/config/activate", token=TOKEN)
+        self.assertEqual(status, 200, body)
+        rotated = "rotated-token-0123456789abcdef"
+        with open(self.token_path, "w") as f:
+            f.write(rotated + "\n")
+        before = self.generation()
+        self.fg.signal(signal.SIGHUP)
+        poll(lambda: self.generation() > before, what="the reload that reads the new token")
+        status, _ = admin_post(self.fg.admin_port, "/config/activate", token=TOKEN)
+        self.assertEqual(status, 401)
+        status, body = admin_post(self.fg.admin_port, "/config/activate", token=rotated)
+        self.assertEqual(status, 200, body)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,15 @@ WATCHDOG = {"enabled": True, "check_interval": "100ms", "poll_stall_timeout": "3
 STALL_MS = 1200
 
 
+# The fault hooks change floodgate, so like activate they need the admin token.
+TOKEN = "watchdog-test-token-0123456789"
+
+
 def admin_post(port, path, body):
     with Conn(port) as c:
         return c.request("POST", path, body=json.dumps(body).encode(),
-                         host="127.0.0.1:%d" % port, headers=[("Connection", "close")])
+                         host="127.0.0.1:%d" % port,
+                         headers=[("Connection", "close"), ("Authorization", "Bearer " + TOKEN)])
 
 
 def healthz(fg):
@@ -68,7 +73,7 @@ class Watchdog(OwnFloodgateTestCase):
         # drain_grace (2 s) may not be shorter than drain_timeout.
         return self.launch(fg_class(upstreams=[upstream("app", [self.backend])], workers=2,
                                     server={"drain_timeout": "1s"}, resilience=resilience,
-                                    **kwargs))
+                                    admin={"token": TOKEN}, **kwargs))
 
     def stall(self, reactor=0, ms=STALL_MS):
         r = admin_post(self.fg.admin_port, "/fault/stall", {"reactor": reactor, "ms": ms})

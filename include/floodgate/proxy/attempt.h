@@ -128,8 +128,12 @@ class Attempt final : public net::StreamOwner {
   bool retry_stale_connection();
   // The attempt's verdict for its backend's circuit breaker (once; later calls do nothing).
   void judge(resilience::CircuitVerdict verdict) noexcept;
-  // Fails the attempt for `reason` (metrics by kind), then lets the client answer or cut.
-  void fail(Reason reason);
+  // Fails the attempt for `reason` (metrics by kind, the process log), then lets the client
+  // answer or cut. `error`: the system's errno behind it, 0 when none.
+  void fail(Reason reason, int error = 0);
+  // The process log's line for a backend failure (`reason`, one of backend_failure()'s), before
+  // or after the response head reached floodgate; throttled per backend and kind.
+  void log_failure(Reason reason, int error, bool after_head);
   void on_timeout();
   void arm_timer(std::chrono::milliseconds d);
   bool acquire_buffers();

@@ -14,6 +14,7 @@
 
 #include <bitset>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -70,6 +71,11 @@ resilience::CircuitVerdict circuit_verdict_of_status(const FailurePolicy& policy
 // For an attempt that failed before a response with `reason`; false when it is not the
 // backend's failure (nothing is recorded).
 bool backend_failure(Reason reason) noexcept;
+// The five backend failures (connect failed, connect timeout, reset, response timeout, bad
+// response), numbered 0..4 for per-kind state such as the process log's throttles; a reason
+// that is not a backend failure gets kBackendFailureKinds.
+inline constexpr std::size_t kBackendFailureKinds = 5;
+std::size_t backend_failure_kind(Reason reason) noexcept;
 
 // What the retry rules see of a failed attempt and its exchange.
 struct RetryCandidate {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "floodgate/core/reason.h"
+#include "floodgate/core/shared_log_throttle.h"
 #include "floodgate/http/parser.h"
 #include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/front_stages.h"
@@ -78,6 +79,9 @@ struct Backend {
   // Written by the attempts' verdicts alone (never by health); selection reads it.
   const std::shared_ptr<resilience::CircuitBreaker> breaker;
   std::unique_ptr<Idle[]> idle;  // index = reactor
+  // The process log's lines about this backend's failures: at most one a second per kind of
+  // failure, whichever reactor sees it (Attempt::log_failure; index: backend_failure_kind()).
+  std::array<SharedLogThrottle, kBackendFailureKinds> failure_log;
 };
 
 // A pool's admission state, long-lived like Backend: every generation whose pool has the same

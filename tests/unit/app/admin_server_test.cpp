@@ -50,13 +50,12 @@ class AdminServerTest : public ::testing::Test {
   void start(const AdminParams& p) {
     AdminServer::Handlers h{
         [](std::string& out) { out += "metric 1\n"; }, [] { return false; },
-        [this](const AdminServer::Request& r, std::function<void(AdminServer::Response)> reply) {
+        [this](const AdminServer::Request& r,
+               const std::function<void(AdminServer::Response)>& reply) {
           control_calls_.fetch_add(1);
           reply(AdminServer::Response{200, "{\"body\":" + std::to_string(r.body.size()) + "}\n"});
         },
-        [](std::string_view authorization) {
-          return AdminServer::bearer_token_matches(authorization, kToken);
-        },
+        [](const AdminServer::Request& head) { return AdminServer::access_of(head, kToken); },
         [this] {
           const std::lock_guard lock(drain_reason_mutex_);
           return drain_reason_;
@@ -173,6 +172,41 @@ TEST_F(AdminServerTest, AnUnauthorizedPostIsAnswered401AndItsBodyIsNeverRead) {
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 401 ")) << answer;
   EXPECT_NE(answer.find("WWW-Authenticate: Bearer\r\n"), std::string::npos);
   EXPECT_EQ(control_calls_.load(), 0);
+}
+
+AdminServer::Request head(std::string method, std::string path, std::string authorization = "") {
+  return AdminServer::Request{std::move(method), std::move(path), std::move(authorization), ""};
+}
+
+TEST(AdminAccess, WithoutATokenWhatChangesFloodgateIsForbiddenAndWhatReadsGoesOn) {
+  for (const char* path : {"/config/activate", "/config/rollback", "/fault/stall"}) {
+    const AdminServer::Access a = AdminServer::access_of(head("POST", path), "");
+    EXPECT_EQ(a.status, 403) << path;
+    EXPECT_NE(a.error.find(std::string("POST ") + path), std::string::npos) << a.error;
+    EXPECT_NE(a.error.find("admin.token_file"), std::string::npos) << a.error;
+    // A token sent when none is configured is no token either.
+    EXPECT_EQ(
+        AdminServer::access_of(head("POST", path, "Bearer " + std::string(kToken)), "").status,
+        403);
+  }
+  for (const char* path : {"/config/validate", "/config/preview", "/config/nope", "/status"}) {
+    EXPECT_EQ(AdminServer::access_of(head("POST", path), "").status, 0) << path;
+  }
+}
+
+TEST(AdminAccess, WithATokenEveryRequestButGetNeedsIt) {
+  for (const char* path : {"/config/activate", "/config/rollback", "/config/validate",
+                           "/config/preview", "/config/nope"}) {
+    EXPECT_EQ(AdminServer::access_of(head("POST", path), kToken).status, 401) << path;
+    EXPECT_EQ(
+        AdminServer::access_of(head("PUT", path, "Bearer wrong-token-0123456789"), kToken).status,
+        401)
+        << path;
+    EXPECT_EQ(
+        AdminServer::access_of(head("POST", path, "Bearer " + std::string(kToken)), kToken).status,
+        0)
+        << path;
+  }
 }
 
 TEST_F(AdminServerTest, ABodyOverTheLimitIsAnswered413FromItsContentLength) {

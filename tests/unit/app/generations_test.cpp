@@ -41,12 +41,27 @@ upstream = "api"
 
 TEST(Generations, NumbersGenerationsAndHashesTheirSource) {
   Generations g(2);
-  const auto first = g.build(parse(kOnePool), kOnePool);
-  const auto second = g.build(parse(kOnePool), kOnePool);
+  auto first = g.build(parse(kOnePool), kOnePool);
   EXPECT_EQ(first.snapshot->generation, 1U);
-  EXPECT_EQ(second.snapshot->generation, 2U);
   EXPECT_EQ(first.snapshot->sha256, sha256_hex(kOnePool));
+  g.activate(std::move(first));
+  const auto second = g.build(parse(kOnePool), kOnePool);
+  EXPECT_EQ(second.snapshot->generation, 2U);
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST(Generations, AGenerationBuiltButNeverActivatedUsesNoNumber) {
+  Generations g(2);
+  g.activate(g.build(parse(kOnePool), kOnePool));
+  // Refused after it was built (a listener that cannot be bound): dropped, never activated.
+  const auto refused = g.build(parse(kTwoPools), kTwoPools);
+  EXPECT_EQ(refused.snapshot->generation, 2U);
+  g.activate(g.build(parse(kTwoPools), kTwoPools));
+  EXPECT_EQ(g.active().snapshot->generation, 2U);
+  // A rollback reactivates generation 1 under its own number; the next one is 3.
+  ASSERT_TRUE(g.rollback());
+  EXPECT_EQ(g.active().snapshot->generation, 1U);
+  EXPECT_EQ(g.build(parse(kOnePool), kOnePool).snapshot->generation, 3U);
 }
 
 TEST(Generations, KeepsAPoolsIdAndItsBackendsByNameAcrossReloads) {

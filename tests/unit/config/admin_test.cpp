@@ -1,6 +1,9 @@
-// admin.token and the rule that an admin listener off loopback needs one. No message may quote
-// the token: diagnostics end up in logs, tickets and CI output.
+// admin.token, admin.token_file and the rule that an admin listener off loopback needs one. No
+// message may quote the token: diagnostics end up in logs, tickets and CI output.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "config_test_support.h"
 #include "floodgate/config/config.h"
@@ -51,8 +54,8 @@ TEST(ConfigAdmin, RefusesANonLoopbackListenerWithoutATokenSayingHowToFixIt) {
   EXPECT_EQ(only(admin("0.0.0.0:9901")),
             "test.toml:2:1: error: admin.listen: \"0.0.0.0:9901\" is not a loopback address and "
             "admin.token is not set, so anyone who can reach it could change the configuration; "
-            "set admin.token (at least 16 characters, e.g. the output of \"openssl rand -hex "
-            "32\"), or listen on 127.0.0.1");
+            "set admin.token or admin.token_file (at least 16 characters, e.g. the output of "
+            "\"openssl rand -hex 32\"), or listen on 127.0.0.1");
 }
 
 TEST(ConfigAdmin, RefusesEveryNonLoopbackAddressWithoutAToken) {
@@ -121,7 +124,87 @@ TEST(ConfigAdmin, ReportsOnlyTheTokenWhenAnInvalidOneGuardsANonLoopbackListener)
 TEST(ConfigAdmin, ListsTokenAmongTheAdminKeys) {
   EXPECT_EQ(only(load_with("[admin]\ntokne = \"x\"")),
             "test.toml:2:1: error: admin.tokne: unknown key 'tokne' in [admin] (did you mean "
-            "'token'?); expected one of: listen, token");
+            "'token'?); expected one of: listen, token, token_file");
+}
+
+// A token file in a fresh directory, removed with it.
+class TokenFile {
+ public:
+  explicit TokenFile(std::string_view content) {
+    std::string dir = ::testing::TempDir() + "floodgate-token-XXXXXX";
+    EXPECT_NE(::mkdtemp(dir.data()), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/admin-token";
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~TokenFile() {
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+LoadResult admin_with_file(std::string_view listen, const std::string& path) {
+  return load_with("[admin]\nlisten = \"" + std::string(listen) + "\"\ntoken_file = \"" + path +
+                   "\"");
+}
+
+TEST(ConfigAdmin, ReadsTheTokenFromAFileWithoutItsTrailingNewline) {
+  const TokenFile f(std::string(kToken) + " \r\n\n");
+  const LoadResult r = admin_with_file("0.0.0.0:9901", f.path());
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+  EXPECT_EQ(r.config->admin.token, kToken);
+}
+
+TEST(ConfigAdmin, RefusesATokenAndATokenFileTogether) {
+  const TokenFile f(kToken);
+  const LoadResult r = load_with("[admin]\ntoken = \"" + std::string(kToken) +
+                                 "\"\ntoken_file = \"" + f.path() + "\"");
+  EXPECT_EQ(only(r),
+            "test.toml:3:1: error: admin.token_file: admin.token and admin.token_file are both "
+            "set; keep one (token_file keeps the secret out of the configuration file)");
+}
+
+TEST(ConfigAdmin, AMissingTokenFileIsAnErrorNamingTheFileAndTheReason) {
+  const LoadResult r = admin_with_file("127.0.0.1:9901", "/nonexistent/floodgate/admin-token");
+  EXPECT_EQ(only(r),
+            "test.toml:3:1: error: admin.token_file: cannot read "
+            "\"/nonexistent/floodgate/admin-token\": No such file or directory");
+}
+
+TEST(ConfigAdmin, ATokenFileMustBeAnAbsolutePath) {
+  const LoadResult r = admin_with_file("127.0.0.1:9901", "admin-token");
+  ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].path, "admin.token_file");
+  EXPECT_NE(r.diagnostics[0].message.find("must be an absolute path"), std::string::npos)
+      << dump(r);
+}
+
+TEST(ConfigAdmin, AnInvalidTokenInAFileIsReportedWithoutQuotingIt) {
+  for (const char* secret : {"hunter2", "hunter2 hunter2 hunter2", ""}) {
+    const TokenFile f(std::string(secret) + "\n");
+    const LoadResult r = admin_with_file("0.0.0.0:9901", f.path());
+    ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
+    EXPECT_EQ(r.diagnostics[0].path, "admin.token_file");
+    EXPECT_NE(r.diagnostics[0].message.find(f.path()), std::string::npos) << dump(r);
+    if (*secret != '\0') {
+      EXPECT_EQ(r.diagnostics[0].message.find(secret), std::string::npos) << dump(r);
+    }
+  }
+}
+
+TEST(ConfigAdmin, ATokenFileLargerThan4KiBIsRefused) {
+  const TokenFile f(std::string(5000, 'a'));
+  const LoadResult r = admin_with_file("127.0.0.1:9901", f.path());
+  ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
+  EXPECT_NE(r.diagnostics[0].message.find("larger than 4096 bytes"), std::string::npos) << dump(r);
 }
 
 }  // namespace
