@@ -22,3 +22,19 @@ if ((${#missing[@]})); then
     $sudo systemctl disable --now "$svc" >/dev/null 2>&1 || $sudo service "$svc" stop >/dev/null 2>&1 || true
   done
 fi
+
+# promtool, to lint a scrape of /metrics in the test command: only the one binary, taken from
+# Debian's prometheus package without installing the package (which would add a Prometheus
+# server and its service).
+if ! command -v promtool >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  echo "floodgate: installing promtool from Debian's prometheus package"
+  if ! (cd "$work" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    $sudo apt-get update -qq
+    (cd "$work" && apt-get download -qq prometheus >/dev/null 2>&1)
+  fi
+  dpkg-deb --fsys-tarfile "$work"/prometheus_*.deb | tar -x -C "$work" ./usr/bin/promtool
+  $sudo install -m 0755 "$work/usr/bin/promtool" /usr/local/bin/promtool
+fi

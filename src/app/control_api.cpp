@@ -78,6 +78,7 @@ void Process::control(const AdminServer::Request& req, const Reply& done) {
     return message(500, error);
   }
   gens_.rollback();
+  ++rollbacks_;
   const auto snap = gens_.active().snapshot;
   track_retirement(old);
   spdlog::info("rollback: generation {} active again; generation {} retiring", snap->generation,

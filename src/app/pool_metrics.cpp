@@ -140,13 +140,140 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     }
   }
 
+  constexpr std::string_view kProbeDuration = "floodgate_health_last_probe_duration_seconds";
+  w.header(kProbeDuration,
+           "How long each peer's last completed health probe took, connect to verdict (0 "
+           "before the first).",
+           MetricType::gauge);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+      w.sample(kProbeDuration, labels,
+               static_cast<double>(b->health->last_probe_ns.load(std::memory_order_relaxed)) / 1e9);
+    }
+  }
+  constexpr std::string_view kHealthTransitions = "floodgate_health_transitions_total";
+  w.header(kHealthTransitions,
+           "Times the health checks marked each peer down (to=\"down\") and up again "
+           "(to=\"up\").",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      static constexpr std::string_view kTo[] = {"down", "up"};
+      for (std::size_t i = 0; i < 2; ++i) {
+        const Label labels[] = {
+            {"upstream", up->params.name}, {"peer", b->address.text}, {"to", kTo[i]}};
+        w.sample(kHealthTransitions, labels,
+                 b->health->transitions[i].load(std::memory_order_relaxed));
+      }
+    }
+  }
+
   peer_gauge("floodgate_backend_active",
              "Requests in flight on each backend of the pool, on all reactors.",
              [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
 
+  render_backend_metrics(w, serving);
   render_failure_metrics(w, serving, shards);
   render_protection_metrics(w, serving, shards);
   render_rate_limit_metrics(w, serving);
+}
+
+void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving) {
+  using Stats = proxy::Backend::Stats;
+  const auto& pools = serving.upstreams;
+  // One family with one sample per backend: `get` reads a reactor's Stats, summed here.
+  const auto per_backend = [&](std::string_view name, std::string_view help, MetricType type,
+                               auto get) {
+    w.header(name, help, type);
+    for (const auto& up : pools) {
+      for (const auto& b : up->backends) {
+        uint64_t total = 0;
+        for (unsigned r = 0; r < b->reactors; ++r) total += get(b->stats[r], *b, r);
+        const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+        w.sample(name, labels, total);
+      }
+    }
+  };
+  const auto counter = [&](std::string_view name, std::string_view help, Counter Stats::*field) {
+    per_backend(
+        name, help, MetricType::counter,
+        [field](const Stats& s, const proxy::Backend&, unsigned) { return (s.*field).value(); });
+  };
+  constexpr std::string_view kResponses = "floodgate_backend_responses_total";
+  w.header(kResponses, "Final response heads each backend sent, by status class.",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      for (std::size_t c = 0; c < kStatusClasses; ++c) {
+        uint64_t total = 0;
+        for (unsigned r = 0; r < b->reactors; ++r) total += b->stats[r].responses[c].value();
+        const Label labels[] = {{"upstream", up->params.name},
+                                {"peer", b->address.text},
+                                {"class", kStatusClassLabels[c]}};
+        w.sample(kResponses, labels, total);
+      }
+    }
+  }
+  const auto histogram = [&](std::string_view name, std::string_view help,
+                             Histogram Stats::*field) {
+    w.header(name, help, MetricType::histogram);
+    for (const auto& up : pools) {
+      for (const auto& b : up->backends) {
+        HistogramTotals totals;
+        for (unsigned r = 0; r < b->reactors; ++r) totals.add(b->stats[r].*field);
+        const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+        w.histogram(name, labels, totals);
+      }
+    }
+  };
+  histogram("floodgate_backend_response_head_seconds",
+            "Time from an attempt's start to its backend's final response head.",
+            &Stats::head_time);
+  histogram("floodgate_backend_connect_seconds",
+            "Time to establish a new connection to the backend (pooled ones not observed).",
+            &Stats::connect_time);
+  counter("floodgate_backend_sent_bytes_total", "Request bytes written to the backend.",
+          &Stats::bytes_sent);
+  counter("floodgate_backend_received_bytes_total", "Response bytes read from the backend.",
+          &Stats::bytes_received);
+  counter("floodgate_backend_connections_total",
+          "New connections floodgate started to the backend (attempts, failed ones included).",
+          &Stats::connects);
+  counter("floodgate_backend_connection_reuses_total",
+          "Requests sent on a pooled keep-alive connection to the backend.", &Stats::reuses);
+  per_backend("floodgate_backend_idle_connections",
+              "Keep-alive connections to the backend idle in the reactors' pools now.",
+              MetricType::gauge, [](const Stats&, const proxy::Backend& b, unsigned r) {
+                return uint64_t{b.idle[r].count.load(std::memory_order_relaxed)};
+              });
+  counter("floodgate_backend_client_aborts_total",
+          "Clients that went away while the backend's response was due or under way.",
+          &Stats::client_aborts);
+  counter("floodgate_backend_aborts_total",
+          "Responses the backend cut after it had begun them (reset, stalled or malformed).",
+          &Stats::backend_aborts);
+  constexpr std::string_view kFailures = "floodgate_backend_failures_total";
+  w.header(kFailures,
+           "Attempts at the backend that failed, by reason: upstream_connect_failed, "
+           "upstream_connect_timeout, upstream_reset, upstream_timeout, upstream_bad_response.",
+           MetricType::counter);
+  static constexpr Reason kKinds[] = {Reason::upstream_connect_failed,
+                                      Reason::upstream_connect_timeout, Reason::upstream_reset,
+                                      Reason::upstream_timeout, Reason::upstream_bad_response};
+  for (const auto& up : pools) {
+    for (const auto& b : up->backends) {
+      for (const Reason reason : kKinds) {
+        const std::size_t k = proxy::backend_failure_kind(reason);
+        uint64_t total = 0;
+        for (unsigned r = 0; r < b->reactors; ++r) total += b->stats[r].failures[k].value();
+        const Label labels[] = {{"upstream", up->params.name},
+                                {"peer", b->address.text},
+                                {"reason", kReasons[static_cast<std::size_t>(reason)].name}};
+        w.sample(kFailures, labels, total);
+      }
+    }
+  }
 }
 
 void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Shards shards) {

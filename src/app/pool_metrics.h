@@ -15,6 +15,9 @@ namespace floodgate::app {
 void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                          std::span<const ReactorMetrics* const> shards);
 // Circuit breakers, retries, the retry budgets and hedging (part of render_pool_metrics).
+// floodgate_backend_*: each backend's responses, times, bytes, connections and aborts, the
+// reactors' counts summed (HAProxy's per-server statistics).
+void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving);
 void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                             std::span<const ReactorMetrics* const> shards);
 // Adaptive admission, brownout and the route caps (part of render_pool_metrics).

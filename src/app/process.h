@@ -175,6 +175,8 @@ class Process {
   void poll_done();
 
   void render_front_metrics(PrometheusWriter& w);
+  // The standard process_* families and floodgate_build_info (process_metrics.cpp).
+  void render_process_metrics(PrometheusWriter& w);
 
   void render_metrics(std::string& out);
 
@@ -201,7 +203,9 @@ class Process {
   uint64_t publish_seq_ = 0;
   uint64_t reloads_ok_ = 0;
   uint64_t reloads_failed_ = 0;
+  uint64_t rollbacks_ = 0;
   std::chrono::system_clock::time_point last_success_ = std::chrono::system_clock::now();
+  const std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
   bool draining_ = false;
   Notifier notifier_;
   // After the reactors and the notifier, so it ends first (stop(), at the latest here).

@@ -117,17 +117,21 @@ void Process::render_metrics(std::string& out) {
            MetricType::gauge);
   w.sample("floodgate_config_generation", {}, static_cast<double>(serving_->generation));
   w.header("floodgate_config_reloads_total",
-           "Reloads by result (SIGHUP and POST /config/activate; start-up not counted).",
+           "Reloads by result (SIGHUP and POST /config/activate; start-up not counted), and "
+           "rollbacks (POST /config/rollback).",
            MetricType::counter);
   const Label ok[] = {{"result", "ok"}};
   const Label error[] = {{"result", "error"}};
+  const Label rollback[] = {{"result", "rollback"}};
   w.sample("floodgate_config_reloads_total", ok, reloads_ok_);
   w.sample("floodgate_config_reloads_total", error, reloads_failed_);
+  w.sample("floodgate_config_reloads_total", rollback, rollbacks_);
   w.header("floodgate_config_last_reload_success_timestamp_seconds",
            "When the active configuration was last loaded successfully (start-up included).",
            MetricType::gauge);
   w.sample("floodgate_config_last_reload_success_timestamp_seconds", {},
            std::chrono::duration<double>(last_success_.time_since_epoch()).count());
+  render_process_metrics(w);
 }
 
 }  // namespace floodgate::app

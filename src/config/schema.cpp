@@ -36,9 +36,10 @@ constexpr std::array<Choice<IoMode>, 3> kIoModes{{
     {"epoll", IoMode::epoll},
 }};
 
-constexpr std::array<Choice<AccessLogFormat>, 2> kAccessLogFormats{{
+constexpr std::array<Choice<AccessLogFormat>, 3> kAccessLogFormats{{
     {"json", AccessLogFormat::json},
     {"combined", AccessLogFormat::combined},
+    {"combined_floodgate", AccessLogFormat::combined_floodgate},
 }};
 
 template <class E, size_t N>

@@ -33,7 +33,8 @@ struct Checker::Probe {
         params(*peer->target.params),
         socket(io),
         deadline(io),
-        head(params) {
+        head(params),
+        started(std::chrono::steady_clock::now()) {
     const std::string& host = params.host.empty() ? peer->target.peer : params.host;
     request = "GET " + params.path + " HTTP/1.1\r\nHost: " + host +
               "\r\nUser-Agent: floodgate-health\r\nConnection: close\r\n\r\n";
@@ -43,6 +44,7 @@ struct Checker::Probe {
   const HealthParams params;
   asio::ip::tcp::socket socket;
   asio::steady_timer deadline;
+  const std::chrono::steady_clock::time_point started;  // for floodgate_health_probe_duration
   ProbeHead head;
   std::string request;
   bool done = false;  // its one outcome is decided
@@ -184,7 +186,13 @@ void Checker::complete(const std::shared_ptr<Probe>& probe, ProbeResult result, 
   if (peer.in_flight == probe) peer.in_flight.reset();
   // A late completion (its generation was replaced, the peer removed, or the checker stopped)
   // frees its resources and changes nothing.
-  if (!stopped_ && !peer.removed && probe->epoch == epoch_) apply(peer, result, status);
+  if (!stopped_ && !peer.removed && probe->epoch == epoch_) {
+    const auto took = std::chrono::steady_clock::now() - probe->started;
+    peer.target.state->last_probe_ns.store(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()),
+        std::memory_order_relaxed);
+    apply(peer, result, status);
+  }
   // Closed after the verdict is recorded, so a peer that sees the probe's connection end sees
   // its effect too.
   error_code ignored;
@@ -205,6 +213,7 @@ void Checker::apply(Peer& peer, ProbeResult result, int status) {
     s.success_streak.store(streak, std::memory_order_relaxed);
     if (down && streak >= p.rise) {
       s.down.store(false, std::memory_order_relaxed);
+      s.transitions[1].fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("health: {} of upstream '{}' is up after {} successful probes", peer.target.peer,
                    peer.target.pool, streak);
     }
@@ -215,6 +224,7 @@ void Checker::apply(Peer& peer, ProbeResult result, int status) {
   s.failure_streak.store(streak, std::memory_order_relaxed);
   if (!down && streak >= p.fall) {
     s.down.store(true, std::memory_order_relaxed);
+    s.transitions[0].fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("health: {} of upstream '{}' is down after {} failed probes (last: {}{})",
                  peer.target.peer, peer.target.pool, streak,
                  kProbeResultNames[static_cast<std::size_t>(result)],

@@ -59,6 +59,11 @@ void render_connections(PrometheusWriter& w, Shards shards) {
     total += shard->client_connections.value();
   }
   w.sample(kName, {}, total);
+  constexpr std::string_view kAccepted = "floodgate_accepted_connections_total";
+  w.header(kAccepted, "Client connections accepted, on all listeners.", MetricType::counter);
+  uint64_t accepted = 0;
+  for (const ReactorMetrics* shard : shards) accepted += shard->accepted_connections.value();
+  w.sample(kAccepted, {}, accepted);
 }
 
 // The reactors' buffer pools, summed: blocks by state, bytes held, bytes given back by trimming.

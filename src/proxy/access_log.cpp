@@ -20,12 +20,15 @@ constexpr std::size_t kRingBytes = std::size_t{1} << 20;
 // and the ring: longer ones are logged cut, marked with kCut. The target may be long; every
 // other string (client, method, upstream, backend, reason, request id) is short by nature.
 constexpr std::size_t kMaxLoggedTarget = 4096;
+constexpr std::size_t kMaxLoggedHeader = 1024;  // User-Agent, Referer
 constexpr std::size_t kMaxLoggedField = 256;
 constexpr std::string_view kCut = "...";
 // The longest line: every byte of every string escaped (6 bytes in JSON, "\u00XX"), plus the
-// keys, punctuation and numbers (well under 512 bytes).
+// keys, punctuation and numbers (well under 1024 bytes). Strings: the target, Referer and
+// User-Agent, and the short ones (client, host, method, protocol, upstream, backend, two
+// backends, reason, rate limit, quota, request id, would_reject: counted as 16).
 constexpr std::size_t kLongestLine =
-    (kMaxLoggedTarget + 6 * kMaxLoggedField) * 6 + 7 * kCut.size() + 512;
+    (kMaxLoggedTarget + 2 * kMaxLoggedHeader + 16 * kMaxLoggedField) * 6 + 20 * kCut.size() + 1024;
 static_assert(kLongestLine <= AccessLog::kLineBytes);
 // The log thread looks for lines this often when the rings were empty (backing off up to the
 // longest interval while idle); reactors never wake it, so writing costs them no syscall.
@@ -68,16 +71,29 @@ void json_field(LineBuffer& out, std::string_view key, std::string_view value,
   out.push_back('"');
 }
 
+// A duration in milliseconds with microsecond digits, or null when negative (did not happen).
+void json_ms(LineBuffer& out, std::string_view key, std::chrono::nanoseconds d) {
+  if (d.count() < 0) {
+    fmt::format_to(std::back_inserter(out), ",\"{}\":null", key);
+  } else {
+    fmt::format_to(std::back_inserter(out), ",\"{}\":{:.3f}", key,
+                   std::chrono::duration<double, std::milli>(d).count());
+  }
+}
+
 void format_json(LineBuffer& out, const AccessRecord& r) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch());
   const auto secs = std::chrono::floor<std::chrono::seconds>(r.time);
   fmt::format_to(std::back_inserter(out), "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}.{:03}Z\"", secs,
                  ms.count() % 1000);
   json_field(out, "client", r.client);
+  json_field(out, "host", r.host);
   json_field(out, "method", r.method);
   json_field(out, "target", r.target, kMaxLoggedTarget);
-  fmt::format_to(std::back_inserter(out), ",\"status\":{},\"bytes_in\":{},\"bytes_out\":{}",
-                 r.status, r.bytes_in, r.bytes_out);
+  json_field(out, "protocol", r.protocol);
+  fmt::format_to(std::back_inserter(out),
+                 ",\"status\":{},\"bytes_in\":{},\"bytes_out\":{},\"body_bytes_sent\":{}", r.status,
+                 r.bytes_in, r.bytes_out, r.body_bytes_sent);
   json_field(out, "upstream", r.upstream);
   json_field(out, "backend", r.backend);
   fmt::format_to(std::back_inserter(out), ",\"attempts\":{},\"backends\":[", r.attempts);
@@ -88,13 +104,16 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
     out.push_back('"');
   }
   out.push_back(']');
-  fmt::format_to(std::back_inserter(out), ",\"duration_ms\":{:.3f}",
-                 std::chrono::duration<double, std::milli>(r.duration).count());
+  json_ms(out, "duration_ms", r.duration);
+  json_ms(out, "upstream_connect_ms", r.connect_time);
+  json_ms(out, "upstream_head_ms", r.head_time);
   json_field(out, "reason", info(r.reason).name);
   json_field(out, "rate_limit", r.rate_limit);
   json_field(out, "quota", r.quota);
   json_field(out, "request_id", r.request_id);
   json_field(out, "would_reject", info(r.would_reject).name);
+  json_field(out, "user_agent", r.user_agent, kMaxLoggedHeader);
+  json_field(out, "referer", r.referer, kMaxLoggedHeader);
   out.push_back('}');
 }
 
@@ -118,19 +137,48 @@ void combined_field(LineBuffer& out, std::string_view s, std::size_t max = kMaxL
   if (cut) out.append(kCut);
 }
 
-// NCSA combined log format, with floodgate's fields appended (upstream, backend, duration in
-// seconds, reason, request id).
+// nginx's `combined` exactly: $remote_addr - $remote_user [$time_local] "$request" $status
+// $body_bytes_sent "$http_referer" "$http_user_agent", the request line as received ("-" when
+// it could not be parsed), the time in UTC.
 void format_combined(LineBuffer& out, const AccessRecord& r) {
   const auto secs = std::chrono::floor<std::chrono::seconds>(r.time);
   combined_field(out, r.client);
   fmt::format_to(std::back_inserter(out), " - - [{:%d/%b/%Y:%H:%M:%S} +0000] \"", secs);
-  combined_field(out, r.method);
+  if (r.method.empty()) {
+    out.push_back('-');
+  } else {
+    combined_field(out, r.method);
+    out.push_back(' ');
+    combined_field(out, r.target, kMaxLoggedTarget);
+    out.push_back(' ');
+    combined_field(out, r.protocol);
+  }
+  fmt::format_to(std::back_inserter(out), "\" {} {} \"", r.status, r.body_bytes_sent);
+  combined_field(out, r.referer, kMaxLoggedHeader);
+  out.append(std::string_view("\" \""));
+  combined_field(out, r.user_agent, kMaxLoggedHeader);
+  out.push_back('"');
+}
+
+// A duration in seconds with millisecond digits (nginx's $upstream_connect_time), "-" when
+// negative.
+void combined_seconds(LineBuffer& out, std::chrono::nanoseconds d) {
+  if (d.count() < 0) {
+    out.push_back('-');
+  } else {
+    fmt::format_to(std::back_inserter(out), "{:.3f}", std::chrono::duration<double>(d).count());
+  }
+}
+
+// `combined`, then floodgate's fields: upstream, backend (both, comma-separated, after a retry
+// or hedge, as nginx's $upstream_addr), duration, connect and head times in seconds, reason,
+// request id.
+void format_combined_floodgate(LineBuffer& out, const AccessRecord& r) {
+  format_combined(out, r);
   out.push_back(' ');
-  combined_field(out, r.target, kMaxLoggedTarget);
-  fmt::format_to(std::back_inserter(out), " HTTP/1.1\" {} {} \"-\" \"-\" ", r.status, r.bytes_out);
   combined_field(out, r.upstream);
   out.push_back(' ');
-  if (r.attempts > 1) {  // every backend tried, comma-separated (nginx's $upstream_addr)
+  if (r.attempts > 1) {
     combined_field(out, r.backends[0]);
     out.push_back(',');
     combined_field(out, r.backends[1]);
@@ -139,6 +187,10 @@ void format_combined(LineBuffer& out, const AccessRecord& r) {
   }
   fmt::format_to(std::back_inserter(out), " {:.6f} ",
                  std::chrono::duration<double>(r.duration).count());
+  combined_seconds(out, r.connect_time);
+  out.push_back(' ');
+  combined_seconds(out, r.head_time);
+  out.push_back(' ');
   combined_field(out, info(r.reason).name);
   out.push_back(' ');
   combined_field(out, r.request_id);
@@ -183,10 +235,16 @@ AccessLog::~AccessLog() {
 void AccessLog::write(unsigned shard, const AccessRecord& r) {
   if (shards_.empty()) return;
   LineBuffer line;  // on the stack: the longest line fits (kMaxLoggedTarget)
-  if (format_ == AccessLogFormat::json) {
-    format_json(line, r);
-  } else {
-    format_combined(line, r);
+  switch (format_) {
+    case AccessLogFormat::json:
+      format_json(line, r);
+      break;
+    case AccessLogFormat::combined:
+      format_combined(line, r);
+      break;
+    case AccessLogFormat::combined_floodgate:
+      format_combined_floodgate(line, r);
+      break;
   }
   Shard& s = *shards_[shard];
   if (!s.ring.push(std::string_view(line.data(), line.size()))) {

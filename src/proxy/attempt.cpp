@@ -20,6 +20,15 @@ namespace floodgate::proxy {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
+namespace {
+
+// This reactor's counters of backend `b` of `up` (floodgate_backend_*).
+Backend::Stats& stats_of(const Upstream& up, int32_t b, const Reactor& reactor) noexcept {
+  return up.backends[static_cast<std::size_t>(b)]->stats[reactor.index()];
+}
+
+}  // namespace
+
 Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout(); }, this) {}
 
 // The client connection ends every attempt and gives back its buffers before it goes.
@@ -58,6 +67,7 @@ void Attempt::reset() noexcept {
   started_ = ended_ = connecting_ = backend_writing_ = false;
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
   stale_retried_ = request_sent_ = false;
+  begun_at_ = connected_at_ = head_at_ = {};
 }
 
 void Attempt::release_buffers() noexcept {
@@ -81,12 +91,18 @@ void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
   backend_ = static_cast<int32_t>(backend);
   in_flight_ = std::move(entered);
   pass_ = std::move(pass);
+  begun_at_ = client_->reactor().now();
+  connected_at_ = head_at_ = {};
   Backend& peer = *up.backends[backend];
+  Backend::Stats& stats = peer.stats[client_->reactor().index()];
   if (Ref<BackendConn> idle = client_->reactor().take_idle(peer)) {
+    stats.reuses.add();
+    connected_at_ = begun_at_;
     conn_ = std::move(idle);
     conn_->set_owner(this);
     return send_request_head();
   }
+  stats.connects.add();
   conn_ = Ref<BackendConn>(new BackendConn(client_->reactor(), up.id, up.backends[backend]));
   connect(peer.endpoint, up.params.connect_timeout,
           [](net::StreamOwner& o, const error_code& ec, std::size_t) {
@@ -106,6 +122,8 @@ void Attempt::on_connected(const error_code& ec) {
   connecting_ = false;
   timer_.cancel();
   if (ec) return fail(Reason::upstream_connect_failed, ec.value());
+  connected_at_ = client_->reactor().now();
+  stats_of(*up_, backend_, client_->reactor()).connect_time.observe(connected_at_ - begun_at_);
   send_request_head();
 }
 
@@ -148,6 +166,7 @@ void Attempt::send_request() {
 }
 
 void Attempt::on_backend_written(const error_code& ec) {
+  if (!ec && up_ != nullptr) stats_of(*up_, backend_, client_->reactor()).bytes_sent.add(bout_len_);
   if (ec) {
     if (retry_stale_connection()) return;
     if (!client_->exchange().outcome.client_saw_bytes) {
@@ -188,6 +207,7 @@ void Attempt::on_backend_read(const error_code& ec, std::size_t n) {
     return client_->cut(OutcomeSource::upstream);
   }
   bin_len_ += n;
+  if (up_ != nullptr) stats_of(*up_, backend_, client_->reactor()).bytes_received.add(n);
   if (response_head_) timer_.cancel();
   process_response();
 }
@@ -208,6 +228,7 @@ void Attempt::process_response() {
   if (status < 200 && status != 101) return on_interim_response();
   if (status == 101) {
     if (!client_->exchange().facts.upgrade) return fail(Reason::upstream_bad_response);
+    head_at_ = client_->reactor().now();
     judge(resilience::CircuitVerdict::success);
     return begin_tunnel();
   }
@@ -227,6 +248,7 @@ void Attempt::on_interim_response() {
       return fail(Reason::upstream_bad_response);
     }
     client_->commit_out(w.size());
+    client_->exchange().head_bytes_out += w.size();
   }
   std::size_t consumed = 0;
   auto no_sink = [](const char*, std::size_t) {};
@@ -263,12 +285,17 @@ void Attempt::on_response_head(bool message_done) {
     return client_->on_attempt_failed(*this, Reason::none);
   }
   client_->claim(*this);
+  head_at_ = reactor.now();
+  Backend::Stats& stats = stats_of(*up_, backend_, reactor);
+  stats.responses[status_class(rp.status())].add();
+  stats.head_time.observe(head_at_ - begun_at_);
   plan_ = http::plan_response(rp, ex.head_request, minor, keep);
   ex.decide(Outcome::relayed(rp.status(), std::chrono::steady_clock::now() - ex.started));
   if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
   http::Writer w(client_->out_end(), client_->out_room());
   if (!http::write_response_head(rp, plan_, minor, w)) return fail(Reason::upstream_bad_response);
   client_->commit_out(w.size());
+  ex.head_bytes_out += w.size();
   response_head_ = true;
   timer_.cancel();
   bin_pos_ = rp.head_end();
@@ -439,6 +466,9 @@ void Attempt::log_failure(Reason reason, int error, bool after_head) {
   const std::size_t kind = backend_failure_kind(reason);
   if (kind >= kBackendFailureKinds) return;
   Backend& peer = *up_->backends[static_cast<std::size_t>(backend_)];
+  Backend::Stats& stats = peer.stats[client_->reactor().index()];
+  stats.failures[kind].add();
+  if (after_head) stats.backend_aborts.add();
   const uint64_t count = peer.failure_log[kind].occurred(client_->reactor().now());
   if (count == 0) return;
   char errtext[128] = "";

@@ -9,6 +9,7 @@
 #include <boost/asio/error.hpp>
 #include <cstring>
 
+#include "floodgate/core/ascii.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/routing/match_path.h"
 
@@ -47,6 +48,7 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
   adopt_error_ = client_.adopt(fd);
   reactor_.add_client(*this);
   reactor_.metrics().client_connections.add(1);
+  reactor_.metrics().accepted_connections.add();
 }
 
 ClientConn::~ClientConn() {
@@ -282,7 +284,9 @@ void ClientConn::answer_options() {
 // Writes a response floodgate made (static bytes), then finishes the request; `close` ends the
 // connection after it (with a lingering close: see linger_close()).
 void ClientConn::write_generated(std::string_view bytes, bool close) {
-  if (ex_.head_request) bytes = bytes.substr(0, bytes.find("\r\n\r\n") + 4);  // HEAD: no body
+  const std::size_t head = bytes.find("\r\n\r\n") + 4;
+  if (ex_.head_request) bytes = bytes.substr(0, head);  // HEAD: no body
+  ex_.head_bytes_out += head;
   client_timer_.cancel();
   phase_ = Phase::generated;
   client_writing_ = true;
@@ -406,10 +410,25 @@ void ClientConn::log_request() {
   if (parsed) {
     r.method = parser_.method_name();
     r.target = parser_.target();
+    r.protocol = parser_.http_minor() == 0 ? "HTTP/1.0" : "HTTP/1.1";
+    r.host = ex_.facts.host.empty() ? ex_.facts.authority : ex_.facts.host;
+    for (uint32_t i = 0; i < parser_.field_count(); ++i) {
+      const std::string_view name = parser_.field_name(i);
+      if (r.user_agent.empty() && name.size() == 10 && ascii::iequals(name, "user-agent")) {
+        r.user_agent = parser_.field_value(i);
+      } else if (r.referer.empty() && name.size() == 7 && ascii::iequals(name, "referer")) {
+        r.referer = parser_.field_value(i);
+      }
+    }
   }
   r.status = outcome.status;
   r.bytes_in = ex_.bytes_in;
   r.bytes_out = ex_.bytes_out;
+  r.body_bytes_sent = ex_.bytes_out > ex_.head_bytes_out ? ex_.bytes_out - ex_.head_bytes_out : 0;
+  if (const Attempt& a = ex_.attempt(); a.started()) {
+    r.connect_time = a.connect_time();
+    r.head_time = a.head_time();
+  }
   if (up != nullptr) {
     r.upstream = up->params.name;
     if (const int32_t b = ex_.attempt().backend(); b >= 0) {
@@ -500,6 +519,14 @@ void ClientConn::on_generation_retired(uint64_t retired, const Snapshot& current
 
 void ClientConn::cut(OutcomeSource by) {
   if (phase_ != Phase::idle && phase_ != Phase::closing) ex_.outcome.cut_short(by);
+  // The client gave up on a backend's response (HAProxy's cli_abrt): counted for that backend.
+  if (const Attempt& a = ex_.attempt(); by == OutcomeSource::client && ex_.up != nullptr &&
+                                        a.live() && a.backend() >= 0 &&
+                                        (phase_ == Phase::forwarding || phase_ == Phase::tunnel)) {
+    ex_.up->backends[static_cast<std::size_t>(a.backend())]
+        ->stats[reactor_.index()]
+        .client_aborts.add();
+  }
   close();
 }
 

@@ -58,6 +58,7 @@ void ClientConn::open_connect_tunnel() {
 
 void Attempt::start_tunnel(const asio::ip::tcp::endpoint& to) {
   started_ = true;
+  begun_at_ = client_->reactor().now();
   conn_ = Ref<BackendConn>(new BackendConn(client_->reactor(), kNoPool, nullptr));
   connect(to, kTunnelConnectTimeout, [](net::StreamOwner& o, const error_code& ec, std::size_t) {
     Attempt::from(o).on_tunnel_connected(ec);
@@ -68,12 +69,14 @@ void Attempt::on_tunnel_connected(const error_code& ec) {
   connecting_ = false;
   timer_.cancel();
   if (ec) return fail(Reason::upstream_connect_failed);
+  connected_at_ = head_at_ = client_->reactor().now();  // the tunnel's "head" is floodgate's 200
   Exchange& ex = client_->exchange();
   if (bin_ == nullptr) bin_ = client_->reactor().response_buffers().acquire();
   if (!client_->acquire_out() || bin_ == nullptr) return fail(Reason::buffers_exhausted);
   ex.decide(Outcome::relayed(200, std::chrono::steady_clock::now() - ex.started));
   std::memcpy(client_->out_end(), kEstablished.data(), kEstablished.size());
   client_->commit_out(kEstablished.size());
+  ex.head_bytes_out += kEstablished.size();
   bin_len_ = 0;
   client_->run_tunnel();
 }

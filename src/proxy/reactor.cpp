@@ -483,7 +483,8 @@ Ref<BackendConn> Reactor::take_idle(Backend& backend) {
 void Reactor::put_idle(BackendConn& c, const UpstreamParams& pool) {
   Backend::Idle& list = c.backend->idle[index_];
   // A backend the current generation does not list is not pooled: its pool changed.
-  if (list.count >= pool.keepalive || draining_ || !c.quiet() ||
+  const uint32_t pooled = list.count.load(std::memory_order_relaxed);
+  if (pooled >= pool.keepalive || draining_ || !c.quiet() ||
       list.generation != current_->snapshot->generation) {
     c.close();
     return;
@@ -494,7 +495,7 @@ void Reactor::put_idle(BackendConn& c, const UpstreamParams& pool) {
   c.idle_next = list.head;
   if (list.head != nullptr) list.head->idle_prev = &c;
   list.head = &c;
-  ++list.count;
+  list.count.store(pooled + 1, std::memory_order_relaxed);
   wheel_.schedule(c.idle_timer, now() + pool.keepalive_timeout);
 }
 
@@ -509,7 +510,7 @@ void Reactor::remove_idle(BackendConn& c) {
   if (c.idle_next != nullptr) c.idle_next->idle_prev = c.idle_prev;
   c.idle_prev = c.idle_next = nullptr;
   c.pooled = false;
-  --list.count;
+  list.count.store(list.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   c.idle_timer.cancel();
   c.release_ref();  // the pool's reference
 }

@@ -29,6 +29,7 @@ void Attempt::begin_tunnel() {
     return fail(Reason::upstream_bad_response);
   }
   client_->commit_out(w.size());
+  ex.head_bytes_out += w.size();
   // Bytes the backend sent after its 101 head belong to the tunnel.
   const std::size_t extra = bin_len_ - rp.head_end();
   std::memmove(in_data(), in_data() + rp.head_end(), extra);

@@ -1,5 +1,6 @@
 """Admin endpoints, metrics and the access log end to end."""
 
+import json
 import os
 import re
 import time
@@ -17,8 +18,10 @@ REQUIRED_FAMILIES = [
     "floodgate_upstream_timeouts_total",
     "floodgate_responses_generated_total",
 ]
-ACCESS_LOG_KEYS = {"time", "client", "method", "target", "status", "bytes_in", "bytes_out",
-                   "upstream", "backend", "duration_ms", "reason", "request_id"}
+ACCESS_LOG_KEYS = {"time", "client", "host", "method", "target", "protocol", "status", "bytes_in",
+                   "bytes_out", "body_bytes_sent", "upstream", "backend", "attempts", "backends",
+                   "duration_ms", "upstream_connect_ms", "upstream_head_ms", "reason",
+                   "rate_limit", "quota", "request_id", "would_reject", "user_agent", "referer"}
 
 
 class Observability(FloodgateTestCase):
@@ -99,6 +102,29 @@ class Observability(FloodgateTestCase):
                 c.close()
         poll(lambda: self.metric("floodgate_client_connections") <= base,
              what="floodgate_client_connections to drop back to %s" % base)
+
+    def test_backend_metrics_count_responses_times_bytes_and_pooled_connections(self):
+        peer = dict(upstream="app", peer=self.backend.address)
+        before = self.fg.metrics()
+        with self.fg.conn() as c:  # one keep-alive client: the backend connection is pooled
+            for i in range(5):
+                self.assertEqual(c.request("GET", "/echo?backend-metrics=%d" % i,
+                                           host="app.test").status, 200)
+        def grown(m, name, n, **labels):
+            return m.value(name, **peer, **labels) - before.value(name, **peer, **labels) >= n
+        m = poll(lambda: (lambda m: m if grown(m, "floodgate_backend_responses_total", 5,
+                                               **{"class": "2xx"}) else None)(self.fg.metrics()),
+                 what="five 2xx responses counted for the backend")
+        self.assertTrue(grown(m, "floodgate_backend_response_head_seconds_count", 5))
+        self.assertTrue(grown(m, "floodgate_backend_sent_bytes_total", 5 * len("GET /echo")))
+        self.assertTrue(grown(m, "floodgate_backend_received_bytes_total", 5 * len("HTTP/1.1 200")))
+        self.assertTrue(grown(m, "floodgate_backend_connection_reuses_total", 1))
+        self.assertGreaterEqual(m.value("floodgate_backend_connections_total", **peer), 1)
+        self.assertGreaterEqual(m.value("floodgate_backend_connect_seconds_count", **peer), 1)
+        self.assertGreaterEqual(m.value("floodgate_backend_idle_connections", **peer), 1)
+        for family in ("floodgate_backend_client_aborts_total", "floodgate_backend_aborts_total",
+                       "floodgate_backend_failures_total"):
+            self.assertTrue(m.declared(family), family)
 
     def test_buffer_blocks_are_lent_to_a_request_in_progress_and_kept_free_after_it(self):
         held = self.fg.conn()
@@ -187,6 +213,106 @@ class Observability(FloodgateTestCase):
         self.assertEqual(e["target"], target[:4096] + "...")
 
 
+    def test_access_log_has_host_protocol_headers_body_bytes_and_backend_times(self):
+        with self.fg.conn() as c:
+            r = c.request("GET", "/echo?fields=1", host="app.test", version="HTTP/1.0",
+                          headers=[("User-Agent", "fields-test/1.0"),
+                                   ("Referer", "http://ref.test/page"),
+                                   ("X-Request-Id", "log-fields-1")])
+        self.assertEqual(r.status, 200)
+        e = self.log_entry("request_id", "log-fields-1")
+        self.assertEqual(ACCESS_LOG_KEYS - set(e), set(), e)
+        self.assertEqual((e["host"], e["protocol"]), ("app.test", "HTTP/1.0"))
+        self.assertEqual((e["user_agent"], e["referer"]), ("fields-test/1.0", "http://ref.test/page"))
+        self.assertEqual(e["body_bytes_sent"], len(r.body))
+        self.assertGreater(e["bytes_out"], e["body_bytes_sent"])  # the head is not body
+        self.assertEqual(e["attempts"], 1)
+        self.assertGreaterEqual(e["upstream_connect_ms"], 0)
+        self.assertGreaterEqual(e["upstream_head_ms"], e["upstream_connect_ms"])
+        self.assertEqual(e["would_reject"], "")
+
+    def test_access_log_times_are_null_when_floodgate_answered_itself(self):
+        self.fg.get("/missing-times", host="nowhere.test", headers=[("X-Request-Id", "log-null-1")])
+        e = self.log_entry("request_id", "log-null-1")
+        self.assertIsNone(e["upstream_connect_ms"])
+        self.assertIsNone(e["upstream_head_ms"])
+        self.assertGreater(e["body_bytes_sent"], 0)  # the reason's one-line body
+        self.assertEqual(e["protocol"], "HTTP/1.1")
+
+    def test_every_access_log_line_is_strict_utf8_json_whatever_the_client_sent(self):
+        hostile = "\x80\xff\"\\\t\xc3\xa9 }{,\u00e9"  # latin-1 on the wire: raw bytes
+        for i, (ua, referer) in enumerate([(hostile, hostile), ("x" * 3000, "\xfe" * 1500),
+                                           ("", "")]):
+            headers = [("X-Request-Id", "log-hostile-%d" % i)]
+            if ua:
+                headers += [("User-Agent", ua), ("Referer", referer)]
+            self.fg.get("/echo?h=%d&%%22%%00" % i, host="app.test", headers=headers)
+            self.log_entry("request_id", "log-hostile-%d" % i)
+        with open(self.fg.access_log_path, "rb") as f:
+            raw = f.read()
+        lines = raw.split(b"\n")
+        self.assertEqual(lines[-1], b"")  # every line ends with a newline
+        for line in lines[:-1]:
+            text = line.decode("utf-8", "strict")
+            self.assertTrue(all(0x20 <= ord(ch) < 0x7f for ch in text), text)
+            e = json.loads(text, strict=True)
+            self.assertIsInstance(e, dict)
+        e = self.log_entry("request_id", "log-hostile-0")
+        # \u00XX is the byte's value: the bytes are recovered exactly.
+        self.assertEqual(e["user_agent"].encode("latin-1"), hostile.encode("latin-1"))
+        self.assertEqual(e["referer"].encode("latin-1"), hostile.encode("latin-1"))
+        e = self.log_entry("request_id", "log-hostile-1")
+        self.assertEqual(e["user_agent"], "x" * 1024 + "...")
+        self.assertEqual(e["referer"], "\xfe" * 1024 + "...")
+        e = self.log_entry("request_id", "log-hostile-2")
+        self.assertEqual((e["user_agent"], e["referer"]), ("", ""))
+
+
+class CombinedAccessLog(FloodgateTestCase):
+    """log.access_log_format = "combined" is nginx's combined format exactly."""
+    # nginx: $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent
+    # "$http_referer" "$http_user_agent"
+    COMBINED = re.compile(r'^(?P<addr>[0-9.]+) - - \[(?P<time>\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d '
+                          r'\+0000)\] "(?P<request>[^"]*)" (?P<status>\d{3}) (?P<bytes>\d+) '
+                          r'"(?P<referer>[^"]*)" "(?P<ua>[^"]*)"$')
+
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     log={"access_log_format": "combined"})
+
+    def lines(self):
+        with open(self.fg.access_log_path, "rb") as f:
+            return f.read().decode("ascii").splitlines()
+
+    def test_a_line_is_nginxs_combined_with_referer_user_agent_protocol_and_body_bytes(self):
+        with self.fg.conn() as c:
+            r = c.request("GET", "/echo?combined=1", version="HTTP/1.0",
+                          headers=[("User-Agent", "Mozilla/5.0 (X11; \"Linux\")"),
+                                   ("Referer", "https://ref.test/a b")])
+        self.assertEqual(r.status, 200)
+        line = poll(lambda: [l for l in self.lines() if "/echo?combined=1" in l],
+                    what="the combined line")[0]
+        m = self.COMBINED.match(line)
+        self.assertIsNotNone(m, line)
+        self.assertEqual(m["addr"], "127.0.0.1")
+        self.assertEqual(m["request"], "GET /echo?combined=1 HTTP/1.0")
+        self.assertEqual((m["status"], int(m["bytes"])), ("200", len(r.body)))
+        self.assertEqual(m["referer"], "https://ref.test/a b")
+        self.assertEqual(m["ua"], "Mozilla/5.0 (X11; \\x22Linux\\x22)")
+
+    def test_absent_headers_and_a_bodyless_answer_are_dashes_and_zero(self):
+        self.assertEqual(self.fg.request("HEAD", "/echo?combined=2").status, 200)
+        line = poll(lambda: [l for l in self.lines() if "/echo?combined=2" in l],
+                    what="the combined line")[0]
+        m = self.COMBINED.match(line)
+        self.assertIsNotNone(m, line)
+        self.assertEqual((m["request"], m["bytes"], m["referer"], m["ua"]),
+                         ("HEAD /echo?combined=2 HTTP/1.1", "0", "-", "-"))
+
+
 class BackendFailuresInTheProcessLog(FloodgateTestCase):
     """A dead backend under load: its failures reach the process log as nginx's error log has
     them, one line a second at most (two reactors sharing the throttle), counting the rest."""
@@ -226,6 +352,10 @@ class BackendFailuresInTheProcessLog(FloodgateTestCase):
                                           upstream="app")
         self.assertGreater(represented, len(lines))
         self.assertLessEqual(represented, failures)
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_backend_failures_total", upstream="app",
+                                 peer=self.dead, reason="upstream_connect_failed"),
+                         m.value("floodgate_upstream_connect_failures_total", upstream="app"))
 
 
 class HeapAllocationsBase:

@@ -133,7 +133,8 @@ struct ReactorMetrics {
     accept_errors_[static_cast<std::size_t>(error)].add();
   }
 
-  Gauge client_connections;  // open client connections: add(1) on accept, add(-1) on close
+  Gauge client_connections;      // open client connections: add(1) on accept, add(-1) on close
+  Counter accepted_connections;  // client connections accepted, ever
 
   // One buffer pool's state, refreshed by the reactor once a second (not per request): blocks
   // lent out, blocks kept free, bytes held from the allocator, and bytes trim() gave back.

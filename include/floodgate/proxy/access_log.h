@@ -32,17 +32,26 @@ namespace floodgate::proxy {
 struct AccessRecord {
   std::chrono::system_clock::time_point time;
   std::string_view client;
+  std::string_view host;  // the Host field, or an absolute-form / CONNECT target's authority
   std::string_view method;
   std::string_view target;
+  std::string_view protocol;  // "HTTP/1.0" or "HTTP/1.1" as received; empty when unparsed
+  std::string_view user_agent;
+  std::string_view referer;
   int status = 0;
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
+  uint64_t body_bytes_sent = 0;  // bytes_out without the response heads (nginx's)
   std::string_view upstream;
   std::string_view backend;  // the backend whose response the client got (or the last tried)
   // Every backend tried, in order (a retry or a hedge makes two); attempts = how many.
   std::array<std::string_view, 2> backends{};
   uint8_t attempts = 0;
   std::chrono::nanoseconds duration{0};
+  // The answering attempt's time to connect to its backend (zero on a pooled connection) and
+  // to the response head; negative when it did not get that far (or there was no attempt).
+  std::chrono::nanoseconds connect_time{-1};
+  std::chrono::nanoseconds head_time{-1};
   Reason reason = Reason::none;
   std::string_view rate_limit;  // the scoped rate limit that answered 429 rate_limited
   // The quota policy that answered, or recorded a shadow denial or a degraded decision.
@@ -55,7 +64,7 @@ class AccessLog {
  public:
   // The stack buffer a line is formatted into: the longest line fits (every logged string is
   // bounded and escaped, access_log.cpp), so formatting never allocates.
-  static constexpr std::size_t kLineBytes = std::size_t{40} * 1024;
+  static constexpr std::size_t kLineBytes = std::size_t{64} * 1024;
 
   // Opens the log described by `params` ("off" disables it), with one queue per reactor
   // (`shards`). Throws std::runtime_error with the file name and reason when the file cannot

@@ -74,6 +74,11 @@ class Attempt final : public net::StreamOwner {
   bool live() const noexcept { return started_ && !ended_; }
   // The backend's index in its upstream, -1 when none (not started, or a CONNECT tunnel).
   int32_t backend() const noexcept { return backend_; }
+  // From the start of the attempt to its backend connection being established (zero for a
+  // pooled keep-alive connection) and to the final response head (a 101 included); -1 ns
+  // while that has not happened. Measured on the reactor's loop clock.
+  std::chrono::nanoseconds connect_time() const noexcept { return since_begun(connected_at_); }
+  std::chrono::nanoseconds head_time() const noexcept { return since_begun(head_at_); }
 
   // The request body: the client writes body bytes (framed) into request_room() and commits
   // them; send_request() writes what is buffered, then asks the client for more.
@@ -137,6 +142,10 @@ class Attempt final : public net::StreamOwner {
   void on_timeout();
   void arm_timer(std::chrono::milliseconds d);
   bool acquire_buffers();
+  std::chrono::nanoseconds since_begun(std::chrono::steady_clock::time_point t) const noexcept {
+    return t == std::chrono::steady_clock::time_point{} ? std::chrono::nanoseconds(-1)
+                                                        : t - begun_at_;
+  }
 
   ClientConn* client_ = nullptr;
   const Upstream* up_ = nullptr;  // nullptr for a CONNECT tunnel
@@ -144,6 +153,10 @@ class Attempt final : public net::StreamOwner {
   InFlight in_flight_;            // this request's count in its backend's process-wide load
   resilience::CircuitPass pass_;  // its backend's circuit let it through (empty: breakers off)
   int32_t backend_ = -1;
+  // When the attempt started, its connection was established, its final response head came.
+  std::chrono::steady_clock::time_point begun_at_{};
+  std::chrono::steady_clock::time_point connected_at_{};
+  std::chrono::steady_clock::time_point head_at_{};
   TimerWheel::Entry timer_;  // connect_timeout, then response_timeout
   http::ResponsePlan plan_;
 

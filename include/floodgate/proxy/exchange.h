@@ -121,6 +121,7 @@ struct Exchange {
   uint64_t body_bytes = 0;      // request body bytes forwarded
   uint64_t bytes_in = 0;        // bytes read from the client for this request
   uint64_t bytes_out = 0;       // bytes written to the client for this request
+  uint64_t head_bytes_out = 0;  // of them, response heads (1xx included): the rest is body
 
   // -- The pool slot, held from admission to the end of the exchange (tunnels included).
   Permit permit;
@@ -198,7 +199,7 @@ struct Exchange {
     started = now;
     request_id = {};
     head_request = request_parsed = false;
-    body_bytes = bytes_out = 0;
+    body_bytes = bytes_out = head_bytes_out = 0;
     bytes_in = already_read;
     current = 0;
     rate_limited_by = nullptr;

@@ -43,7 +43,7 @@ struct AdminParams {
 };
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
-enum class AccessLogFormat { json, combined };
+enum class AccessLogFormat { json, combined, combined_floodgate };
 
 struct LogParams {
   LogLevel level = LogLevel::info;

@@ -26,6 +26,9 @@
 #include "floodgate/core/reason.h"
 #include "floodgate/core/shared_log_throttle.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/metrics/counter.h"
+#include "floodgate/metrics/histogram.h"
+#include "floodgate/metrics/reactor_metrics.h"
 #include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/params.h"
@@ -59,8 +62,25 @@ struct Backend {
   // reactor touches only its own entry, on its own thread.
   struct alignas(64) Idle {
     BackendConn* head = nullptr;
-    uint32_t count = 0;
+    // Written by its reactor alone (relaxed load and store, no locked instruction); read by
+    // scrapes (floodgate_backend_idle_connections).
+    std::atomic<uint32_t> count{0};
     uint64_t generation = 0;  // the reactor's latest generation that lists this backend
+  };
+
+  // What one reactor counted about this backend (floodgate_backend_* metrics): written by that
+  // reactor alone, summed at scrape time, as ReactorMetrics' shards are.
+  struct alignas(64) Stats {
+    std::array<Counter, kStatusClasses> responses{};  // final response heads, by status class
+    Histogram head_time;                              // attempt start to final response head
+    Histogram connect_time;                           // connect start to established
+    Counter connects;                                 // new connections started
+    Counter reuses;                                   // pooled keep-alive connections used
+    Counter bytes_sent;                               // request bytes written to the backend
+    Counter bytes_received;                           // response bytes read from it
+    Counter client_aborts;   // the client went away while this backend's response was due
+    Counter backend_aborts;  // this backend cut a response it had begun
+    std::array<Counter, kBackendFailureKinds> failures{};  // by backend_failure_kind()
   };
 
   Backend(Endpoint address, const boost::asio::ip::tcp::endpoint& endpoint, unsigned reactors,
@@ -69,7 +89,9 @@ struct Backend {
         endpoint(endpoint),
         health(std::make_shared<PeerHealth>()),
         breaker(std::move(breaker)),
-        idle(std::make_unique<Idle[]>(reactors)) {}
+        idle(std::make_unique<Idle[]>(reactors)),
+        stats(std::make_unique<Stats[]>(reactors)),
+        reactors(reactors) {}
 
   const Endpoint address;                         // as configured; `peer` label in metrics
   const boost::asio::ip::tcp::endpoint endpoint;  // resolved at build time
@@ -78,7 +100,9 @@ struct Backend {
   const std::shared_ptr<PeerHealth> health;
   // Written by the attempts' verdicts alone (never by health); selection reads it.
   const std::shared_ptr<resilience::CircuitBreaker> breaker;
-  std::unique_ptr<Idle[]> idle;  // index = reactor
+  std::unique_ptr<Idle[]> idle;    // index = reactor
+  std::unique_ptr<Stats[]> stats;  // index = reactor
+  const unsigned reactors;
   // The process log's lines about this backend's failures: at most one a second per kind of
   // failure, whichever reactor sees it (Attempt::log_failure; index: backend_failure_kind()).
   std::array<SharedLogThrottle, kBackendFailureKinds> failure_log;

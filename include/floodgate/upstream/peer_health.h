@@ -39,6 +39,10 @@ struct PeerHealth {
   std::atomic<int> last_result{-1};  // a ProbeResult, -1 before the first probe
   std::atomic<int> last_status{0};   // HTTP status of the last probe that got a head, else 0
   std::array<std::atomic<uint64_t>, kProbeResults> probes{};  // completed probes by result
+  // How long the last completed probe took, connect to verdict (0 before the first).
+  std::atomic<uint64_t> last_probe_ns{0};
+  // Times the peer was marked down ([0]) and up again ([1]) by the checks.
+  std::array<std::atomic<uint64_t>, 2> transitions{};
 };
 
 }  // namespace floodgate

@@ -145,7 +145,8 @@ TEST(ConfigErrors, RejectsUnknownLogLevelAndFormat) {
   ASSERT_EQ(r.diagnostics.size(), 2u) << dump(r);
   EXPECT_EQ(r.diagnostics[0].message,
             "unknown value \"verbose\"; expected trace, debug, info, warn, error, critical or off");
-  EXPECT_EQ(r.diagnostics[1].message, "unknown value \"text\"; expected json or combined");
+  EXPECT_EQ(r.diagnostics[1].message,
+            "unknown value \"text\"; expected json, combined or combined_floodgate");
 }
 
 TEST(ConfigErrors, RejectsAnUnknownEventLoopInterface) {

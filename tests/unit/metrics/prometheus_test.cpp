@@ -141,6 +141,7 @@ TEST(RenderPrometheus, RendersTheExactTextFormatForASmallCase) {
   ReactorMetrics m(0);
   m.count_request(ReactorMetrics::kUnroutedSlot, 404, microseconds(1500));
   m.client_connections.add(1);
+  m.accepted_connections.add(3);
   ReactorMetrics::BufferPoolShard& request = m.buffer_pool(BufferPoolKind::request);
   request.in_use_blocks.set(2);
   request.free_blocks.set(3);
@@ -181,6 +182,10 @@ TEST(RenderPrometheus, RendersTheExactTextFormatForASmallCase) {
             "# HELP floodgate_client_connections Open client connections.\n"
             "# TYPE floodgate_client_connections gauge\n"
             "floodgate_client_connections 1\n"
+            "# HELP floodgate_accepted_connections_total Client connections accepted, on all "
+            "listeners.\n"
+            "# TYPE floodgate_accepted_connections_total counter\n"
+            "floodgate_accepted_connections_total 3\n"
             "# HELP floodgate_buffer_blocks Request and response buffer blocks the reactors "
             "hold, lent out (in_use) or kept for reuse (free).\n"
             "# TYPE floodgate_buffer_blocks gauge\n"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -47,6 +48,7 @@ AccessRecord record(std::string_view target, std::string_view request_id = "rid"
   r.client = "10.0.0.1";
   r.method = "GET";
   r.target = target;
+  r.protocol = "HTTP/1.1";
   r.status = 200;
   r.request_id = request_id;
   return r;
@@ -75,21 +77,114 @@ TEST(AccessLog, JsonCutsEveryOtherStringAt256Bytes) {
 
 TEST(AccessLog, TheLongestEscapedLineIsWrittenWhole) {
   const std::string target(5000, '\xff');
+  const std::string header(2000, '\x01');
   const std::string id(1000, '\x01');
-  const std::string line = logged(AccessLogFormat::json, record(target, id));
-  EXPECT_EQ(line.back(), '}');
-  EXPECT_TRUE(printable_ascii(line));
+  for (const AccessLogFormat format :
+       {AccessLogFormat::json, AccessLogFormat::combined, AccessLogFormat::combined_floodgate}) {
+    AccessRecord r = record(target, id);
+    r.client = r.host = r.method = r.protocol = r.upstream = r.backend = r.rate_limit = r.quota =
+        id;
+    r.backends = {id, id};
+    r.attempts = 2;
+    r.user_agent = r.referer = header;
+    const std::string line = logged(format, r);
+    // Whole: the last field is there (the request id, cut, in combined_floodgate).
+    const char last = format == AccessLogFormat::json       ? '}'
+                      : format == AccessLogFormat::combined ? '"'
+                                                            : '.';
+    EXPECT_EQ(line.back(), last);
+    EXPECT_TRUE(printable_ascii(line));
+  }
+}
+
+TEST(AccessLog, JsonHasTheRequestsHostProtocolHeadersAndTheBackendsTimes) {
+  AccessRecord r = record("/x");
+  r.host = "app.example";
+  r.protocol = "HTTP/1.0";
+  r.user_agent = "curl/8.0 \"quoted\"";
+  r.referer = "https://ref.example/a?b=\xc3\xa9";
+  r.bytes_out = 120;
+  r.body_bytes_sent = 13;
+  r.connect_time = std::chrono::microseconds(1500);
+  r.head_time = std::chrono::microseconds(2250);
+  r.attempts = 1;
+  const std::string line = logged(AccessLogFormat::json, r);
+  for (const char* part :
+       {R"("host":"app.example")", R"("protocol":"HTTP/1.0")", R"("bytes_out":120)",
+        R"("body_bytes_sent":13)", R"("upstream_connect_ms":1.500)", R"("upstream_head_ms":2.250)",
+        R"("user_agent":"curl/8.0 \"quoted\"")",
+        R"("referer":"https://ref.example/a?b=\u00c3\u00a9")"}) {
+    EXPECT_NE(line.find(part), std::string::npos) << part << " in " << line;
+  }
+}
+
+TEST(AccessLog, JsonTimesAreNullWhenNoBackendWasReached) {
+  const std::string line = logged(AccessLogFormat::json, record("/"));
+  EXPECT_NE(line.find(R"("upstream_connect_ms":null,"upstream_head_ms":null)"), std::string::npos)
+      << line;
+}
+
+TEST(AccessLog, JsonCutsUserAgentAndRefererAt1024Bytes) {
+  AccessRecord r = record("/");
+  const std::string ua(3000, 'u');
+  r.user_agent = ua;
+  const std::string line = logged(AccessLogFormat::json, r);
+  EXPECT_NE(line.find("\"user_agent\":\"" + ua.substr(0, 1024) + "...\""), std::string::npos);
+}
+
+// 2026-12-03T07:04:05Z: what the combined tests log.
+AccessRecord timed(AccessRecord r) {
+  r.time = std::chrono::system_clock::time_point(std::chrono::seconds(1796281445));
+  return r;
+}
+
+TEST(AccessLog, CombinedIsNginxsCombinedFormatExactly) {
+  AccessRecord r = timed(record("/x?y=1"));
+  r.protocol = "HTTP/1.0";
+  r.bytes_out = 120;
+  r.body_bytes_sent = 13;
+  r.referer = "https://ref.example/";
+  r.user_agent = "Mozilla/5.0 (X11; Linux x86_64)";
+  r.upstream = "app";  // floodgate's own fields are not in `combined`
+  EXPECT_EQ(logged(AccessLogFormat::combined, r),
+            R"(10.0.0.1 - - [03/Dec/2026:07:04:05 +0000] "GET /x?y=1 HTTP/1.0" 200 13 )"
+            R"x("https://ref.example/" "Mozilla/5.0 (X11; Linux x86_64)")x");
+}
+
+TEST(AccessLog, CombinedWritesDashesForAnUnparsedRequestAndAbsentHeaders) {
+  AccessRecord r = timed(AccessRecord{});
+  r.client = "10.0.0.1";
+  r.status = 400;
+  EXPECT_EQ(logged(AccessLogFormat::combined, r),
+            R"(10.0.0.1 - - [03/Dec/2026:07:04:05 +0000] "-" 400 0 "-" "-")");
 }
 
 TEST(AccessLog, CombinedEscapesQuotesBackslashesAndNonPrintableBytesAsHex) {
-  const std::string line = logged(AccessLogFormat::combined, record("/a\"b\\c\x01\xe9 d", "id\"x"));
+  AccessRecord r = record("/a\"b\\c\x01\xe9 d");
+  r.user_agent = "ua\"x";
+  const std::string line = logged(AccessLogFormat::combined, r);
   EXPECT_TRUE(printable_ascii(line)) << line;
   EXPECT_NE(line.find(R"("GET /a\x22b\x5cc\x01\xe9 d HTTP/1.1")"), std::string::npos) << line;
-  EXPECT_NE(line.find(R"( id\x22x)"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"( "ua\x22x")"), std::string::npos) << line;
 }
 
-TEST(AccessLog, CombinedWritesADashForAnEmptyField) {
-  const std::string line = logged(AccessLogFormat::combined, record("/", ""));
+TEST(AccessLog, CombinedFloodgateAppendsUpstreamBackendsTimesReasonAndRequestId) {
+  AccessRecord r = timed(record("/", "id\"x"));
+  r.body_bytes_sent = 13;
+  r.upstream = "app";
+  r.backends = {"10.0.0.7:9000", "10.0.0.8:9000"};
+  r.backend = "10.0.0.8:9000";
+  r.attempts = 2;
+  r.duration = std::chrono::milliseconds(12);
+  r.connect_time = std::chrono::milliseconds(0);
+  r.head_time = std::chrono::milliseconds(11);
+  EXPECT_EQ(logged(AccessLogFormat::combined_floodgate, r),
+            R"(10.0.0.1 - - [03/Dec/2026:07:04:05 +0000] "GET / HTTP/1.1" 200 13 "-" "-" )"
+            R"(app 10.0.0.7:9000,10.0.0.8:9000 0.012000 0.000 0.011 - id\x22x)");
+}
+
+TEST(AccessLog, CombinedFloodgateWritesADashForAnEmptyField) {
+  const std::string line = logged(AccessLogFormat::combined_floodgate, record("/", ""));
   EXPECT_EQ(line.substr(line.size() - 2), " -") << line;
 }
 
