@@ -1,6 +1,11 @@
 #include "schema.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <string>
@@ -339,11 +344,49 @@ void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {
   read_token_file(r, p);
 }
 
+// Whether floodgate, as the user running this check, could open `path` for appending: what
+// start-up would hit, said before it does (floodgate never creates a missing directory).
+std::string access_log_problem(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return "the directory \"" + dir +
+             "\" does not exist; create it first (floodgate never creates directories; under "
+             "systemd, LogsDirectory=floodgate provides /var/log/floodgate)";
+    }
+    return "cannot reach the directory \"" + dir + "\": " + std::strerror(errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return "\"" + dir + "\" is not a directory";
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "\"" + path + "\" is a directory; name a file in it";
+    if (::access(path.c_str(), W_OK) != 0) {
+      return "\"" + path + "\" is not writable by this user (uid " + std::to_string(::geteuid()) +
+             "): " + std::strerror(errno);
+    }
+    return "";
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "cannot create \"" + path + "\": the directory \"" + dir +
+           "\" is not writable by this user (uid " + std::to_string(::geteuid()) + ")";
+  }
+  return "";
+}
+
 Parsed<std::string> parse_access_log(std::string_view sink) {
   if (sink.empty()) {
     return Parsed<std::string>::fail(R"(must not be empty; use "stderr", "off" or a file path)");
   }
-  return Parsed<std::string>::ok(std::string(sink));
+  std::string path(sink);
+  if (path != "stderr" && path != "off") {
+    if (std::string problem = access_log_problem(path); !problem.empty()) {
+      return Parsed<std::string>::fail(std::move(problem));
+    }
+  }
+  return Parsed<std::string>::ok(std::move(path));
 }
 
 void read_log(TableReader& r, LogParams& p) {

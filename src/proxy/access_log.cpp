@@ -7,8 +7,11 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace floodgate::proxy {
 namespace {
@@ -217,6 +220,16 @@ void AccessLog::open_logger() {
     if (path_ == "stderr") {
       sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
     } else {
+      // spdlog would create missing directories: floodgate never does (a vanished
+      // /var/log/floodgate is an operator's to recreate, with its owner and mode).
+      const std::size_t slash = path_.rfind('/');
+      if (const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
+          !dir.empty()) {
+        struct stat st {};
+        if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+          throw std::runtime_error("the directory \"" + dir + "\" does not exist");
+        }
+      }
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path_);
     }
   } catch (const std::exception& e) {

@@ -186,6 +186,21 @@ class Check(unittest.TestCase):
         self.assertEqual(out, path + ": error: cannot read configuration file \"" + path +
                          "\": No such file or directory\n")
 
+    def test_an_access_log_in_a_missing_directory_is_an_error_and_nothing_is_created(self):
+        missing = os.path.join(self.tmpdir, "no-such-dir")
+        text = self.valid() + '\n[log]\naccess_log = "%s/access.log"\n' % missing
+        line = text.count("\n", 0, text.index("access_log = ")) + 1
+        path = self.write(text)
+        code, out, err = self.check(path)
+        self.assertEqual(code, 1, out + err)
+        self.assertIn('%s:%d:1: error: log.access_log: the directory "%s" does not exist; '
+                      "create it first" % (path, line, missing), out)
+        # The daemon refuses it the same way, and neither creates the directory.
+        code, _, err = self.run_floodgate("-c", path)
+        self.assertEqual(code, 1, err)
+        self.assertIn("log.access_log: the directory", err)
+        self.assertFalse(os.path.exists(missing))
+
     def test_check_binds_nothing(self):
         blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.addCleanup(blocker.close)

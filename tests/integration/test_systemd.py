@@ -268,9 +268,12 @@ class Install(unittest.TestCase):
         if not os.path.isabs(bindir):
             bindir = os.path.join(self.cache["CMAKE_INSTALL_PREFIX"], bindir)
         self.assertIn("\nType=notify\n", text)
-        self.assertIn("\nExecStart=%s -c /etc/floodgate/floodgate.toml\n"
-                      % os.path.join(bindir, "floodgate"), text)
-        self.assertIn("\nExecReload=/bin/kill -HUP $MAINPID\n", text)
+        binary = os.path.join(bindir, "floodgate")
+        self.assertIn("\nExecStart=%s -c /etc/floodgate/floodgate.toml\n" % binary, text)
+        # The file is checked before a start and before a reload's SIGHUP (HAProxy's habit).
+        self.assertIn("\nExecStartPre=%s check -c /etc/floodgate/floodgate.toml\n" % binary, text)
+        self.assertIn("\nExecReload=%s check -c /etc/floodgate/floodgate.toml\n"
+                      "ExecReload=/bin/kill -HUP $MAINPID\n" % binary, text)
 
     def test_installed_unit_passes_systemd_analyze_verify(self):
         analyze = shutil.which("systemd-analyze")
@@ -280,8 +283,11 @@ class Install(unittest.TestCase):
         text = self.unit_text()
         staged = os.path.join(self.prefix, self.cache.get("CMAKE_INSTALL_BINDIR", "bin"),
                               "floodgate")
-        lines = ["ExecStart=%s -c /etc/floodgate/floodgate.toml" % staged
-                 if line.startswith("ExecStart=") else line for line in text.splitlines()]
+        bindir = self.cache.get("CMAKE_INSTALL_BINDIR", "bin")
+        if not os.path.isabs(bindir):
+            bindir = os.path.join(self.cache["CMAKE_INSTALL_PREFIX"], bindir)
+        lines = [line.replace(os.path.join(bindir, "floodgate"), staged)
+                 for line in text.splitlines()]
         with tempfile.TemporaryDirectory(prefix="floodgate-verify-") as d:
             path = os.path.join(d, "floodgate.service")
             with open(path, "w") as f:

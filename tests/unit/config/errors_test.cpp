@@ -161,6 +161,24 @@ TEST(ConfigErrors, RejectsAnEmptyAccessLog) {
             "a file path");
 }
 
+TEST(ConfigErrors, RefusesAnAccessLogInADirectoryThatDoesNotExist) {
+  EXPECT_EQ(only(load_with("[log]\naccess_log = \"/nonexistent-floodgate-dir/access.log\"")),
+            "test.toml:2:1: error: log.access_log: the directory \"/nonexistent-floodgate-dir\" "
+            "does not exist; create it first (floodgate never creates directories; under "
+            "systemd, LogsDirectory=floodgate provides /var/log/floodgate)");
+}
+
+TEST(ConfigErrors, RefusesAnAccessLogThatIsADirectoryOrUnderAFile) {
+  EXPECT_EQ(only(load_with("[log]\naccess_log = \"/tmp\"")),
+            "test.toml:2:1: error: log.access_log: \"/tmp\" is a directory; name a file in it");
+  EXPECT_EQ(only(load_with("[log]\naccess_log = \"/dev/null/access.log\"")),
+            "test.toml:2:1: error: log.access_log: \"/dev/null\" is not a directory");
+}
+
+TEST(ConfigErrors, AcceptsAnAccessLogInAWritableDirectory) {
+  EXPECT_TRUE(load_with("[log]\naccess_log = \"/tmp/floodgate-errors-test-access.log\"").ok());
+}
+
 TEST(ConfigErrors, ReportsAMissingUpstreamNameAtItsTable) {
   const LoadResult r = load(
       "[[upstreams]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n\n"

@@ -69,7 +69,7 @@ listen = "[::1]:9902"
 
 [log]
 level = "debug"
-access_log = "/var/log/floodgate/access.log"
+access_log = "/tmp/floodgate-load-test-access.log"
 access_log_format = "combined"
 
 [[upstreams]]
@@ -114,7 +114,7 @@ TEST(ConfigLoad, ReadsEveryServerAdminAndLogKey) {
   EXPECT_EQ(s.drain_timeout, 0ms);
   EXPECT_EQ(r.config->admin.listen, (Endpoint{"::1", 9902, "[::1]:9902"}));
   EXPECT_EQ(r.config->log.level, LogLevel::debug);
-  EXPECT_EQ(r.config->log.access_log, "/var/log/floodgate/access.log");
+  EXPECT_EQ(r.config->log.access_log, "/tmp/floodgate-load-test-access.log");
   EXPECT_EQ(r.config->log.access_log_format, AccessLogFormat::combined);
 }
 
