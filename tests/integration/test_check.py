@@ -201,6 +201,14 @@ class Check(unittest.TestCase):
         self.assertIn("log.access_log: the directory", err)
         self.assertFalse(os.path.exists(missing))
 
+    def test_the_readmes_minimal_configuration_is_valid_without_a_warning(self):
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+            readme = f.read()
+        block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+        code, out, err = self.check(self.write(block))
+        self.assertEqual((code, out), (0, ""), err)
+        self.assertIn("valid (0 errors, 0 warnings)", err)
+
     def test_check_binds_nothing(self):
         blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.addCleanup(blocker.close)
