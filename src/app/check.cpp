@@ -1,6 +1,14 @@
 #include "check.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <utility>
 
 #include "floodgate/config/config.h"
 
@@ -29,10 +37,66 @@ void print_summary(const std::string& config_path, const config::LoadResult& r) 
                count(errors, "error").c_str(), count(warnings, "warning").c_str());
 }
 
+// Where `text` (an address as written) first appears quoted in `source`: its line and column,
+// or {0, 0}.
+std::pair<int, int> position_of(const std::string& source, const std::string& text) {
+  const std::size_t at = source.find('"' + text + '"');
+  if (at == std::string::npos) return {0, 0};
+  const int line = 1 + static_cast<int>(std::count(source.begin(), source.begin() + at, '\n'));
+  const std::size_t start = source.rfind('\n', at);
+  const int column = static_cast<int>(at - (start == std::string::npos ? 0 : start + 1)) + 1;
+  return {line, column};
+}
+
+// Binds `e` as the daemon's listeners do, then lets it go. Empty, or why it cannot.
+std::string try_bind(const Endpoint& e) {
+  namespace ip = boost::asio::ip;
+  boost::system::error_code ec;
+  const ip::address address = ip::make_address(e.host, ec);
+  if (ec) return "not an IP address";
+  const int fd = ::socket(address.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  const ip::tcp::endpoint at(address, e.port);
+  std::string why;
+  if (::bind(fd, at.data(), static_cast<socklen_t>(at.size())) != 0) why = std::strerror(errno);
+  ::close(fd);
+  return why;
+}
+
+void bind_test(const std::string& config_path, config::LoadResult& r) {
+  std::string source;
+  std::string unused;
+  config::read_file(config_path, source, unused);
+  const auto add = [&](const std::string& path, const Endpoint& e) {
+    const std::string why = try_bind(e);
+    if (why.empty()) return;
+    const auto [line, column] = position_of(source, e.text);
+    r.diagnostics.push_back(config::Diagnostic{
+        config::Diagnostic::Severity::error, config_path, line, column, path,
+        "cannot listen on " + e.text + ": " + why + " (floodgate check --bind-test, as uid " +
+            std::to_string(::geteuid()) + ")"});
+  };
+  for (std::size_t i = 0; i < r.config->server.listen.size(); ++i) {
+    add("server.listen[" + std::to_string(i) + "]", r.config->server.listen[i]);
+  }
+  add("admin.listen", r.config->admin.listen);
+  const bool failed = std::any_of(r.diagnostics.begin(), r.diagnostics.end(), [](const auto& d) {
+    return d.severity == config::Diagnostic::Severity::error;
+  });
+  std::stable_sort(
+      r.diagnostics.begin(), r.diagnostics.end(),
+      [](const config::Diagnostic& a, const config::Diagnostic& b) { return a.line < b.line; });
+  if (failed) r.config.reset();
+}
+
 }  // namespace
 
-int check(const std::string& config_path, Options::Format format) {
-  const config::LoadResult r = config::load_file(config_path);
+int check(const std::string& config_path, Options::Format format, bool bind) {
+  config::LoadResult r = config::load_file(config_path);
+  if (bind && r.ok()) bind_test(config_path, r);
   if (format == Options::Format::json) {
     print_line(config::to_json(r));
   } else {

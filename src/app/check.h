@@ -13,6 +13,9 @@ namespace floodgate::app {
 // (Format::text; a one-line summary goes to stderr), or the config::to_json() object
 // (Format::json). Returns the exit status: 0 when the file is valid (warnings allowed), 1 when
 // it has errors or cannot be read.
-int check(const std::string& config_path, Options::Format format);
+// With `bind_test`, a valid file's listen addresses (server.listen, admin.listen) are also
+// bound as start-up binds them (SO_REUSEADDR and SO_REUSEPORT, so floodgate's own running
+// listeners do not count as taken) and released: each that cannot be is an error at its line.
+int check(const std::string& config_path, Options::Format format, bool bind_test = false);
 
 }  // namespace floodgate::app

@@ -59,8 +59,10 @@ void choose_command(Options& o, bool check, bool have_config, bool have_format) 
 
 const char* usage() {
   return "Usage: floodgate -c FILE     run in the foreground with the configuration FILE\n"
-         "       floodgate check -c FILE [--format text|json]\n"
-         "                             validate FILE with the daemon's own rules and exit\n"
+         "       floodgate check -c FILE [--format text|json] [--bind-test]\n"
+         "                             validate FILE with the daemon's own rules and exit;\n"
+         "                             --bind-test also binds every listen address as this\n"
+         "                             user would at start (and releases it at once)\n"
          "       floodgate --version   print the version and exit\n"
          "       floodgate --help      print this help and exit\n"
          "\n"
@@ -107,6 +109,10 @@ Options parse_options(int argc, char** argv) {
       }
       o.format = *format;
       have_format = true;
+      continue;
+    }
+    if (check && arg == "--bind-test") {
+      o.bind_test = true;
       continue;
     }
     o.error = arg == "check" ? "the check command comes first: floodgate check -c FILE"

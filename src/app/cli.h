@@ -12,7 +12,8 @@ struct Options {
   Command command = Command::usage_error;
   std::string config_path;
   Format format = Format::text;
-  std::string error;  // for usage_error
+  bool bind_test = false;  // check --bind-test: also bind every listen address
+  std::string error;       // for usage_error
 };
 
 Options parse_options(int argc, char** argv);

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "floodgate: %s\n\n%s", opts.error.c_str(), floodgate::app::usage());
       return 1;
     case Options::Command::check:
-      return floodgate::app::check(opts.config_path, opts.format);
+      return floodgate::app::check(opts.config_path, opts.format, opts.bind_test);
     case Options::Command::run:
       break;
   }

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import floodgate_bin, free_port
+from harness import Floodgate, floodgate_bin, free_port, upstream
 
 RUN_TIMEOUT = 30
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<column>\d+): (?P<severity>error|warning): "
@@ -206,6 +206,43 @@ class Check(unittest.TestCase):
             readme = f.read()
         block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
         code, out, err = self.check(self.write(block))
+        self.assertEqual((code, out), (0, ""), err)
+        self.assertIn("valid (0 errors, 0 warnings)", err)
+
+    def test_bind_test_reports_an_address_in_use_at_its_line(self):
+        blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(blocker.close)
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen(1)
+        port = blocker.getsockname()[1]
+        text = self.valid().replace('listen = ["127.0.0.1:', 'listen = ["127.0.0.1:%d", "127.0.0.1:' % port, 1)
+        path = self.write(text)
+        self.assertEqual(self.check(path)[0], 0)  # without --bind-test nothing is bound
+        code, out, err = self.check(path, "--bind-test")
+        self.assertEqual(code, 1, out + err)
+        self.assertEqual(out.splitlines(), [
+            '%s:2:11: error: server.listen[0]: cannot listen on 127.0.0.1:%d: Address already in '
+            "use (floodgate check --bind-test, as uid %d)" % (path, port, os.geteuid())])
+        code, out, err = self.check(path, "--bind-test", "--format", "json")
+        self.assertEqual(code, 1, err)
+        doc = json.loads(out)
+        self.assertEqual([(e["line"], e["path"]) for e in doc["errors"]], [(2, "server.listen[0]")])
+
+    def test_bind_test_shares_the_proxy_ports_with_a_running_floodgate_but_not_its_admin(self):
+        # Whether a second floodgate could start now: the proxy listeners are SO_REUSEPORT (as
+        # for a restart that overlaps), the admin listener is one process's.
+        fg = Floodgate([upstream("app", ["127.0.0.1:%d" % free_port()])])
+        fg.start()
+        self.addCleanup(fg.cleanup)
+        code, out, err = self.check(fg.config_path, "--bind-test")
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(out.splitlines()), 1, out)
+        self.assertIn(": error: admin.listen: cannot listen on 127.0.0.1:%d: Address already in "
+                      "use" % fg.admin_port, out)
+
+    def test_the_example_configuration_is_valid_without_a_warning(self):
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "config", "floodgate.toml")
+        code, out, err = self.check(path)
         self.assertEqual((code, out), (0, ""), err)
         self.assertIn("valid (0 errors, 0 warnings)", err)
 
