@@ -184,7 +184,7 @@ def sample(m, t_s):
     hedges = {r: m.value("floodgate_hedges_total", result=r) for r in HEDGE_RESULTS}
     budget = {l.get("upstream", ""): v for n, l, v in m.samples
               if n == "floodgate_retry_budget_remaining"}
-    backend_active = {l.get("peer", ""): v for n, l, v in m.samples
+    backend_active = {l.get("backend", ""): v for n, l, v in m.samples
                       if n == "floodgate_backend_active"}
     return {"t_s": round(t_s, 3), "hedges": hedges, "budget_remaining": budget,
             "backend_active": backend_active,

@@ -143,7 +143,7 @@ boost::json::object status_json(const proxy::Snapshot& snap) {
         {"limit", a.limit()},
         {"route_cap",
          json::object{{"limit", up->route_cap}, {"in_flight", up->pool->route_cap.active()}}},
-        {"peers", std::move(peers)}});
+        {"backends", std::move(peers)}});
   }
   json::object out{{"generation", snap.generation}};
   if (snap.front_state) {

@@ -71,12 +71,12 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
       return sum(shards, [&](const ReactorMetrics& m) { return get(m, up.id).value(); });
     });
   };
-  // A gauge with one sample per peer, labelled by pool and address.
-  auto peer_gauge = [&](std::string_view name, std::string_view help, auto value) {
+  // A gauge with one sample per backend, labelled by pool and address.
+  auto backend_gauge = [&](std::string_view name, std::string_view help, auto value) {
     w.header(name, help, MetricType::gauge);
     for (const auto& up : pools) {
       for (const auto& b : up->backends) {
-        const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+        const Label labels[] = {{"upstream", up->params.name}, {"backend", b->address.text}};
         w.sample(name, labels, value(*b));
       }
     }
@@ -119,8 +119,8 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     w.histogram(kWait, labels, totals);
   }
 
-  peer_gauge("floodgate_upstream_peer_up",
-             "1 if the peer may get requests, 0 if active health checks marked it down (peers "
+  backend_gauge("floodgate_backend_up",
+             "1 if the backend may get requests, 0 if active health checks marked it down (backends "
              "of pools without [upstreams.health] are always 1).",
              [](const proxy::Backend& b) {
                return uint64_t{b.health->down.load(std::memory_order_relaxed) ? 0U : 1U};
@@ -133,7 +133,7 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     for (const auto& b : up->backends) {
       for (std::size_t r = 0; r < kProbeResults; ++r) {
         const Label labels[] = {{"upstream", up->params.name},
-                                {"peer", b->address.text},
+                                {"backend", b->address.text},
                                 {"result", kProbeResultNames[r]}};
         w.sample(kProbes, labels, b->health->probes[r].load(std::memory_order_relaxed));
       }
@@ -142,19 +142,19 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
 
   constexpr std::string_view kProbeDuration = "floodgate_health_last_probe_duration_seconds";
   w.header(kProbeDuration,
-           "How long each peer's last completed health probe took, connect to verdict (0 "
+           "How long each backend's last completed health probe took, connect to verdict (0 "
            "before the first).",
            MetricType::gauge);
   for (const auto& up : pools) {
     for (const auto& b : up->backends) {
-      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+      const Label labels[] = {{"upstream", up->params.name}, {"backend", b->address.text}};
       w.sample(kProbeDuration, labels,
                static_cast<double>(b->health->last_probe_ns.load(std::memory_order_relaxed)) / 1e9);
     }
   }
   constexpr std::string_view kHealthTransitions = "floodgate_health_transitions_total";
   w.header(kHealthTransitions,
-           "Times the health checks marked each peer down (to=\"down\") and up again "
+           "Times the health checks marked each backend down (to=\"down\") and up again "
            "(to=\"up\").",
            MetricType::counter);
   for (const auto& up : pools) {
@@ -162,14 +162,14 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
       static constexpr std::string_view kTo[] = {"down", "up"};
       for (std::size_t i = 0; i < 2; ++i) {
         const Label labels[] = {
-            {"upstream", up->params.name}, {"peer", b->address.text}, {"to", kTo[i]}};
+            {"upstream", up->params.name}, {"backend", b->address.text}, {"to", kTo[i]}};
         w.sample(kHealthTransitions, labels,
                  b->health->transitions[i].load(std::memory_order_relaxed));
       }
     }
   }
 
-  peer_gauge("floodgate_backend_active",
+  backend_gauge("floodgate_backend_active",
              "Requests in flight on each backend of the pool, on all reactors.",
              [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
 
@@ -190,7 +190,7 @@ void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving)
       for (const auto& b : up->backends) {
         uint64_t total = 0;
         for (unsigned r = 0; r < b->reactors; ++r) total += get(b->stats[r], *b, r);
-        const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+        const Label labels[] = {{"upstream", up->params.name}, {"backend", b->address.text}};
         w.sample(name, labels, total);
       }
     }
@@ -209,7 +209,7 @@ void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving)
         uint64_t total = 0;
         for (unsigned r = 0; r < b->reactors; ++r) total += b->stats[r].responses[c].value();
         const Label labels[] = {{"upstream", up->params.name},
-                                {"peer", b->address.text},
+                                {"backend", b->address.text},
                                 {"class", kStatusClassLabels[c]}};
         w.sample(kResponses, labels, total);
       }
@@ -222,7 +222,7 @@ void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving)
       for (const auto& b : up->backends) {
         HistogramTotals totals;
         for (unsigned r = 0; r < b->reactors; ++r) totals.add(b->stats[r].*field);
-        const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+        const Label labels[] = {{"upstream", up->params.name}, {"backend", b->address.text}};
         w.histogram(name, labels, totals);
       }
     }
@@ -268,7 +268,7 @@ void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving)
         uint64_t total = 0;
         for (unsigned r = 0; r < b->reactors; ++r) total += b->stats[r].failures[k].value();
         const Label labels[] = {{"upstream", up->params.name},
-                                {"peer", b->address.text},
+                                {"backend", b->address.text},
                                 {"reason", kReasons[static_cast<std::size_t>(reason)].name}};
         w.sample(kFailures, labels, total);
       }
@@ -287,7 +287,7 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
            MetricType::gauge);
   for (const auto& up : pools) {
     for (const auto& b : up->backends) {
-      const Label labels[] = {{"upstream", up->params.name}, {"peer", b->address.text}};
+      const Label labels[] = {{"upstream", up->params.name}, {"backend", b->address.text}};
       w.sample(kState, labels, static_cast<uint64_t>(b->breaker->state(now)));
     }
   }
@@ -308,7 +308,7 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
     for (const auto& b : up->backends) {
       for (const Transition& t : kTransitions) {
         const Label labels[] = {{"upstream", up->params.name},
-                                {"peer", b->address.text},
+                                {"backend", b->address.text},
                                 {"from", t.from_name},
                                 {"to", t.to_name}};
         w.sample(kTransitionsName, labels, b->breaker->transitions(t.from, t.to));

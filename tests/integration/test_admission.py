@@ -168,7 +168,7 @@ class PoolAdmission(AdmissionTestCase):
     def test_a_backend_at_its_per_backend_cap_is_skipped_and_none_left_gives_503(self):
         held = Held(self, self.per_backend, "pb", "per-backend.test")
         self.wait_metric("floodgate_backend_active", 1, upstream="per-backend",
-                         peer="127.0.0.1:%d" % self.per_backend.port)
+                         backend="127.0.0.1:%d" % self.per_backend.port)
         r = self.fg.get("/none-left", host="per-backend.test")
         self.assertRejected(r, "no_eligible_backend", 1)
         self.assertEqual(held.release().status, 200)

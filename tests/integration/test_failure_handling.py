@@ -146,7 +146,7 @@ class CircuitBreakers(FloodgateTestCase):
             b.stop()
 
     def state(self, pool, address):
-        return self.fg.metrics().value("floodgate_circuit_state", upstream=pool, peer=address)
+        return self.fg.metrics().value("floodgate_circuit_state", upstream=pool, backend=address)
 
     def failures(self, kind):
         """Attempts that reached the failing backend (a refused one: that tried to connect)."""
@@ -158,7 +158,7 @@ class CircuitBreakers(FloodgateTestCase):
     def peer_status(self, pool, address):
         _, _, body = admin_get(self.fg.admin_port, "/status")
         p = next(p for p in json.loads(body)["pools"] if p["name"] == pool)
-        return next(peer for peer in p["peers"] if peer["address"] == address)
+        return next(peer for peer in p["backends"] if peer["address"] == address)
 
     def test_each_failure_kind_opens_the_circuit_and_a_probe_closes_it(self):
         for kind in self.KINDS:
@@ -199,7 +199,7 @@ class CircuitBreakers(FloodgateTestCase):
                 m = self.fg.metrics()
                 for frm, to in (("closed", "open"), ("open", "half_open"), ("half_open", "closed")):
                     self.assertEqual(m.value("floodgate_circuit_transitions_total", upstream=kind,
-                                             peer=address, **{"from": frm, "to": to}), 1)
+                                             backend=address, **{"from": frm, "to": to}), 1)
 
     def test_all_open_is_503_circuit_open_with_retry_after(self):
         bad = self.all_open[0]
@@ -242,7 +242,7 @@ class LeastRecentlyFailed(FloodgateTestCase):
             self.assertEqual(self.fg.get("/x?i=%d" % i).status, 503)
         m = self.fg.metrics()
         for b in self.bad:
-            self.assertEqual(m.value("floodgate_circuit_state", upstream="app", peer=b.address), 1)
+            self.assertEqual(m.value("floodgate_circuit_state", upstream="app", backend=b.address), 1)
         before = [b.count() for b in self.bad]
         r = self.fg.get("/x")
         self.assertEqual(r.status, 503)
@@ -273,7 +273,7 @@ class ShadowBreaker(FloodgateTestCase):
             self.assertEqual(self.fg.get("/x?i=%d" % i).status, 503)
         m = self.fg.metrics()
         self.assertEqual(m.value("floodgate_circuit_state", upstream="app",
-                                 peer=self.bad.address), 1)
+                                 backend=self.bad.address), 1)
         r = self.fg.get("/would")
         self.assertEqual(r.status, 503)
         self.assertIsNone(r.header("X-Floodgate-Reason"), "relayed from the backend")
@@ -431,10 +431,10 @@ class Hedging(FloodgateTestCase):
         # pool slot; a cancelled attempt is not a failure, so the slow backend's circuit is closed.
         m = self.fg.metrics()
         self.assertEqual(m.value("floodgate_backend_active", upstream="app",
-                                 peer=self.slow.address), 0)
+                                 backend=self.slow.address), 0)
         self.assertEqual(m.value("floodgate_pool_active", upstream="app"), 0)
         self.assertEqual(m.value("floodgate_circuit_state", upstream="app",
-                                 peer=self.slow.address), 0)
+                                 backend=self.slow.address), 0)
 
     def test_a_post_is_never_hedged(self):
         sent = self.hedges("sent")
@@ -483,7 +483,7 @@ class KillUnderLoad(FloodgateTestCase):
         self.assertEqual(m.value("floodgate_responses_generated_total",
                                  reason="upstream_reset") or 0, 0)
         self.assertEqual(m.value("floodgate_circuit_state", upstream="app",
-                                 peer=self.backends[1].address), 1)
+                                 backend=self.backends[1].address), 1)
 
 
 if __name__ == "__main__":

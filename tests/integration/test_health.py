@@ -26,8 +26,8 @@ class HealthChecks(FloodgateTestCase):
                                      routes=[route("app")], workers=2)
 
     def peer_up(self, b):
-        return self.fg.metrics().value("floodgate_upstream_peer_up", upstream="app",
-                                       peer=b.address)
+        return self.fg.metrics().value("floodgate_backend_up", upstream="app",
+                                       backend=b.address)
 
     def status(self):
         code, _, body = admin_get(self.fg.admin_port, "/status")
@@ -36,7 +36,7 @@ class HealthChecks(FloodgateTestCase):
 
     def peer_status(self, b):
         pool = next(p for p in self.status()["pools"] if p["name"] == "app")
-        return next(p for p in pool["peers"] if p["address"] == b.address)
+        return next(p for p in pool["backends"] if p["address"] == b.address)
 
     def names_served(self, n):
         names = set()
@@ -67,9 +67,9 @@ class HealthChecks(FloodgateTestCase):
         self.assertIn(status["last_probe"], ("failure", "timeout"))
         self.assertEqual(self.names_served(12), {"b0", "b2"})
         self.assertGreaterEqual(self.fg.metrics().value(
-            "floodgate_health_probes_total", upstream="app", peer=victim.address,
+            "floodgate_health_probes_total", upstream="app", backend=victim.address,
             result="failure") + self.fg.metrics().value(
-            "floodgate_health_probes_total", upstream="app", peer=victim.address,
+            "floodgate_health_probes_total", upstream="app", backend=victim.address,
             result="timeout"), FALL)
         back = self.restart(1)
         poll(lambda: self.peer_up(back) == 1, what="the restarted backend to be marked up")
@@ -131,7 +131,7 @@ class HealthReloads(FloodgateTestCase):
         poll(lambda: self.generation() > before, what="a new generation")
 
     def up(self, address):
-        return self.fg.metrics().value("floodgate_upstream_peer_up", upstream="app", peer=address)
+        return self.fg.metrics().value("floodgate_backend_up", upstream="app", backend=address)
 
     def test_adding_and_removing_health_checks_on_reload(self):
         self.assertEqual(self.up(self.dead.address), 1)  # no checks: up, never probed
@@ -155,7 +155,7 @@ class NoHealthChecks(FloodgateTestCase):
     def test_a_pool_without_health_checks_is_never_probed(self):
         self.assertEqual(self.fg.get("/x").status, 200)
         code, _, body = admin_get(self.fg.admin_port, "/status")
-        peer = json.loads(body)["pools"][0]["peers"][0]
+        peer = json.loads(body)["pools"][0]["backends"][0]
         self.assertEqual((peer["up"], peer["checked"], peer["last_probe"]), (True, False, None))
         self.assertFalse(any(r.target == "/healthz" for r in self.backend.snapshot()))
 

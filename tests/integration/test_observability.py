@@ -104,7 +104,7 @@ class Observability(FloodgateTestCase):
              what="floodgate_client_connections to drop back to %s" % base)
 
     def test_backend_metrics_count_responses_times_bytes_and_pooled_connections(self):
-        peer = dict(upstream="app", peer=self.backend.address)
+        peer = dict(upstream="app", backend=self.backend.address)
         before = self.fg.metrics()
         with self.fg.conn() as c:  # one keep-alive client: the backend connection is pooled
             for i in range(5):
@@ -354,7 +354,7 @@ class BackendFailuresInTheProcessLog(FloodgateTestCase):
         self.assertLessEqual(represented, failures)
         m = self.fg.metrics()
         self.assertEqual(m.value("floodgate_backend_failures_total", upstream="app",
-                                 peer=self.dead, reason="upstream_connect_failed"),
+                                 backend=self.dead, reason="upstream_connect_failed"),
                          m.value("floodgate_upstream_connect_failures_total", upstream="app"))
 
 
