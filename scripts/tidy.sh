@@ -5,8 +5,9 @@
 # toml++, ...) are parsed but never reported. Exits non-zero, printing each warning once, when
 # any check fires or a file does not compile; prints its wall time either way.
 #   scripts/tidy.sh [BUILD_DIR [JOBS]]     (defaults: build-tidy, nproc)
-# BUILD_DIR is only configured, never built: clang-tidy needs compile_commands.json alone (no
-# floodgate header is generated). It is configured with clang so the flags are clang's.
+# BUILD_DIR is configured, and only its generated header (floodgate_revision.h, for
+# src/app/version.cpp) is built: clang-tidy needs compile_commands.json and that header. It is
+# configured with clang so the flags are clang's.
 # Needs scripts/deps.sh's packages; installs Debian's clang-tidy (14 on Debian 12) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,7 @@ fi
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF >/dev/null
+cmake --build "$build" --target floodgate_revision >/dev/null
 
 # The translation units: every src/ entry of the compilation database; a .cpp under src/ that
 # no target compiles would go unchecked, so that fails the run.
