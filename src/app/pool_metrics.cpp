@@ -119,12 +119,13 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     w.histogram(kWait, labels, totals);
   }
 
-  backend_gauge("floodgate_backend_up",
-             "1 if the backend may get requests, 0 if active health checks marked it down (backends "
-             "of pools without [upstreams.health] are always 1).",
-             [](const proxy::Backend& b) {
-               return uint64_t{b.health->down.load(std::memory_order_relaxed) ? 0U : 1U};
-             });
+  backend_gauge(
+      "floodgate_backend_up",
+      "1 if the backend may get requests, 0 if active health checks marked it down (backends "
+      "of pools without [upstreams.health] are always 1).",
+      [](const proxy::Backend& b) {
+        return uint64_t{b.health->down.load(std::memory_order_relaxed) ? 0U : 1U};
+      });
 
   constexpr std::string_view kProbes = "floodgate_health_probes_total";
   w.header(kProbes, "Completed health probes by result: success, failure, timeout, malformed.",
@@ -169,9 +170,10 @@ void render_pool_metrics(PrometheusWriter& w, const proxy::Snapshot& serving, Sh
     }
   }
 
-  backend_gauge("floodgate_backend_active",
-             "Requests in flight on each backend of the pool, on all reactors.",
-             [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
+  backend_gauge(
+      "floodgate_backend_active",
+      "Requests in flight on each backend of the pool, on all reactors.",
+      [](const proxy::Backend& b) { return b.load.active.load(std::memory_order_relaxed); });
 
   render_backend_metrics(w, serving);
   render_failure_metrics(w, serving, shards);
