@@ -1,13 +1,19 @@
 #include "admin_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
+#include <stdexcept>
 #include <string_view>
 
 #include "floodgate/core/ascii.h"
@@ -93,8 +99,7 @@ struct AdminServer::Occupancy {
 // A completion or deadline that belongs to a phase already left is ignored (phase_ moved on).
 class AdminServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(asio::ip::tcp::socket s, const Handlers& h, const Params& p,
-             std::shared_ptr<Occupancy> o)
+  Connection(Socket s, const Handlers& h, const Params& p, std::shared_ptr<Occupancy> o)
       : socket_(std::move(s)),
         timer_(socket_.get_executor()),
         handlers_(h),
@@ -309,7 +314,7 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
     socket_.close(ignored);
   }
 
-  asio::ip::tcp::socket socket_;
+  Socket socket_;
   asio::steady_timer timer_;
   const Handlers& handlers_;
   const Params params_;
@@ -327,22 +332,59 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
   std::array<http::HeaderField, kMaxFields> fields_{};
 };
 
-AdminServer::AdminServer(asio::io_context& io, const asio::ip::tcp::endpoint& at, Handlers h,
-                         const Params& p)
+AdminServer::AdminServer(asio::io_context& io, const Listen& at, Handlers h, const Params& p)
     : io_(io),
       acceptor_(io),
       retry_(io),
       handlers_(std::move(h)),
       params_(p),
       occupancy_(std::make_shared<Occupancy>()) {
-  acceptor_.open(at.protocol());
-  acceptor_.set_option(asio::socket_base::reuse_address(true));
-  acceptor_.bind(at);
+  if (at.unix_path.empty()) {
+    const asio::generic::stream_protocol::endpoint ep(at.tcp);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
+    acceptor_.bind(ep);
+  } else {
+    // A socket file left by a floodgate that did not exit cleanly is replaced; a file of any
+    // other kind is not floodgate's to remove.
+    struct stat st {};
+    if (::lstat(at.unix_path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) {
+        throw std::runtime_error(
+            "the path holds a file that is not a socket (floodgate replaces only a stale socket "
+            "file); remove it or choose another path");
+      }
+      ::unlink(at.unix_path.c_str());
+    }
+    const asio::generic::stream_protocol::endpoint ep(
+        asio::local::stream_protocol::endpoint(at.unix_path));
+    acceptor_.open(ep.protocol());
+    acceptor_.bind(ep);
+    unix_path_ = at.unix_path;
+    if (::chmod(at.unix_path.c_str(), static_cast<mode_t>(at.mode)) != 0) {
+      const int e = errno;
+      ::unlink(at.unix_path.c_str());
+      throw boost::system::system_error(error_code(e, boost::system::system_category()),
+                                        "chmod " + at.unix_path);
+    }
+  }
   acceptor_.listen();
   do_accept();
 }
 
-AdminServer::~AdminServer() = default;
+AdminServer::~AdminServer() {
+  if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+}
+
+uint16_t AdminServer::port() const {
+  if (!unix_path_.empty()) return 0;
+  const auto ep = acceptor_.local_endpoint();
+  const auto* sa = reinterpret_cast<const sockaddr*>(ep.data());
+  if (sa->sa_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  }
+  return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+}
 
 void AdminServer::close() {
   error_code ignored;
@@ -355,13 +397,13 @@ std::size_t AdminServer::open_connections() const {
 }
 
 void AdminServer::do_accept() {
-  acceptor_.async_accept(io_, [this](const error_code& ec, asio::ip::tcp::socket s) {
+  acceptor_.async_accept(io_, [this](const error_code& ec, Socket s) {
     if (ec == asio::error::operation_aborted) return;  // closed: `this` may be gone
     on_accept(ec, std::move(s));
   });
 }
 
-void AdminServer::on_accept(const error_code& ec, asio::ip::tcp::socket s) {
+void AdminServer::on_accept(const error_code& ec, Socket s) {
   if (!acceptor_.is_open()) return;
   const auto now = std::chrono::steady_clock::now();
   if (is_resource_shortage(ec)) {
@@ -394,7 +436,7 @@ void AdminServer::on_accept(const error_code& ec, asio::ip::tcp::socket s) {
 
 // Answers without holding anything: what the client sent is drained (bounded) so that the
 // close sends FIN rather than a reset, then the 503 goes in one non-blocking write.
-void AdminServer::refuse(asio::ip::tcp::socket& s) {
+void AdminServer::refuse(Socket& s) {
   ++refused_;
   error_code ec;
   s.non_blocking(true, ec);
@@ -405,11 +447,13 @@ void AdminServer::refuse(asio::ip::tcp::socket& s) {
   s.close(ec);
 }
 
-AdminServer::Access AdminServer::access_of(const Request& head, std::string_view token) {
+AdminServer::Access AdminServer::access_of(const Request& head, std::string_view token,
+                                           bool local_socket) {
   if (!token.empty()) {
     if (bearer_token_matches(head.authorization, token)) return {};
     return {401, "missing or wrong token: send Authorization: Bearer <admin.token>"};
   }
+  if (local_socket) return {};
   const bool changes = head.path == "/config/activate" || head.path == "/config/rollback" ||
                        head.path.starts_with("/fault/");
   if (!changes) return {};

@@ -22,6 +22,8 @@
 #pragma once
 
 #include <array>
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -87,16 +89,30 @@ class AdminServer {
     std::function<std::string()> drain_reason;
   };
 
-  // Binds and listens; throws boost::system::system_error on failure.
-  AdminServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at, Handlers h,
+  // Where it listens: a TCP address, or a UNIX socket (`unix_path` not empty) created with
+  // file mode `mode` (a stale socket file left by a crash is replaced; anything else there is
+  // an error) and removed when the server goes.
+  struct Listen {
+    boost::asio::ip::tcp::endpoint tcp;
+    std::string unix_path;
+    uint32_t mode = 0660;
+  };
+
+  // Binds and listens; throws boost::system::system_error on failure (std::runtime_error when
+  // the UNIX socket's path holds a file that is not a socket).
+  AdminServer(boost::asio::io_context& io, const Listen& at, Handlers h,
               const Params& p = Params{});
+  AdminServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at, Handlers h,
+              const Params& p = Params{})
+      : AdminServer(io, Listen{at, {}, 0}, std::move(h), p) {}
   ~AdminServer();
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
 
   // Stops accepting; connections in progress finish.
   void close();
-  boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+  // The TCP port it listens on (0 on a UNIX socket).
+  uint16_t port() const;
   // Connections open now (each holds a slot until it is closed).
   std::size_t open_connections() const;
   // Connections answered 503 because `max_connections` were open.
@@ -107,7 +123,9 @@ class AdminServer {
   // that change floodgate (POST /config/activate, /config/rollback, the test builds' /fault/)
   // are refused with 403, and the others (POST /config/validate and /config/preview, which only
   // read, and paths the control API answers 404 or 405) go on.
-  static Access access_of(const Request& head, std::string_view token);
+  // On a UNIX socket (`local_socket`) without a token, the socket file's mode decides who may
+  // connect, and so who may change floodgate: every request goes on.
+  static Access access_of(const Request& head, std::string_view token, bool local_socket = false);
 
   // True if `authorization` is `Bearer <token>`: the scheme in any case (RFC 9110 11.1), then
   // one or more spaces, then exactly `token`, compared in time that depends only on the
@@ -118,11 +136,13 @@ class AdminServer {
   class Connection;
   struct Occupancy;
   void do_accept();
-  void on_accept(const boost::system::error_code& ec, boost::asio::ip::tcp::socket s);
-  void refuse(boost::asio::ip::tcp::socket& s);
+  using Socket = boost::asio::generic::stream_protocol::socket;
+  void on_accept(const boost::system::error_code& ec, Socket s);
+  void refuse(Socket& s);
 
   boost::asio::io_context& io_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::basic_socket_acceptor<boost::asio::generic::stream_protocol> acceptor_;
+  std::string unix_path_;            // the socket file to remove, when on a UNIX socket
   boost::asio::steady_timer retry_;  // accept back-off when out of descriptors or memory
   Handlers handlers_;
   Params params_;

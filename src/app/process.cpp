@@ -42,15 +42,20 @@ int Process::start() {
     }
   }
   try {
+    const floodgate::AdminParams& admin = start_.admin;
     admin_.emplace(
-        io_, to_tcp(start_.admin.listen),
+        io_,
+        AdminServer::Listen{
+            admin.unix_path.empty() ? to_tcp(admin.listen) : boost::asio::ip::tcp::endpoint{},
+            admin.unix_path, admin.socket_mode},
         AdminServer::Handlers{
             [this](std::string& out) { render_metrics(out); }, [this] { return draining_; },
             [this](const AdminServer::Request& r,
                    const std::function<void(AdminServer::Response)>& reply) { control(r, reply); },
             [this](const AdminServer::Request& head) {
               // The token of the active generation (a reload may change it).
-              return AdminServer::access_of(head, gens_.active().config.admin.token);
+              return AdminServer::access_of(head, gens_.active().config.admin.token,
+                                            !start_.admin.unix_path.empty());
             },
             [this] { return watchdog_drain_reason(); }});
   } catch (const std::exception& e) {

@@ -49,7 +49,8 @@ void Process::restart_only_changes(const config::Config& next, const std::string
            "the reactors' event loops are built at start; restart floodgate to "
            "change the kernel interface they use, or set it back");
   }
-  if (next.admin.listen.text != now.admin.listen.text) {
+  if (next.admin.listen.text != now.admin.listen.text ||
+      next.admin.socket_mode != now.admin.socket_mode) {
     refuse("admin.listen", "the admin listener cannot move while floodgate runs (it is on " +
                                now.admin.listen.text + "); restart floodgate to apply it");
   }

@@ -25,7 +25,9 @@ void check_admin_port(const Config& c, const DocumentMarks& marks, Collector& ou
 // The admin API changes the configuration: reachable from other hosts, it needs a token. A
 // token that is written but invalid has its own error; this one would only repeat it.
 void check_admin_exposure(const Config& c, const DocumentMarks& marks, Collector& out) {
-  if (!marks.admin_listen_ok || marks.token_given || is_loopback(c.admin.listen.host)) {
+  // A UNIX socket is reached through the file system: its mode decides who connects.
+  if (!marks.admin_listen_ok || marks.token_given || !c.admin.unix_path.empty() ||
+      is_loopback(c.admin.listen.host)) {
     return;
   }
   out.error(marks.admin_listen_at.value_or(Position{1, 1}), "admin.listen",

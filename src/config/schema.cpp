@@ -1,8 +1,10 @@
 #include "schema.h"
 
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -335,9 +337,60 @@ void read_token_file(TableReader& r, AdminParams& p) {
   p.token = std::move(*checked.value);
 }
 
+// admin.listen = "unix:/path": a UNIX socket. The path is absolute and fits sockaddr_un.
+Parsed<std::string> parse_unix_listen(std::string_view text) {
+  constexpr std::size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;  // 107 on Linux
+  const std::string_view path = text.substr(5);                        // after "unix:"
+  if (path.empty() || path.front() != '/') {
+    return Parsed<std::string>::fail(
+        "a UNIX socket needs an absolute path, e.g. \"unix:/run/floodgate/admin.sock\"");
+  }
+  if (path.size() > kMaxPath) {
+    return Parsed<std::string>::fail("the socket path is longer than " + std::to_string(kMaxPath) +
+                                     " bytes (the system's limit); choose a shorter one");
+  }
+  for (const char c : path) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Parsed<std::string>::fail("the socket path has a control character");
+    }
+  }
+  return Parsed<std::string>::ok(std::string(path));
+}
+
+// admin.socket_mode: "0660", three or four octal digits, at most 0777.
+Parsed<std::string> parse_socket_mode(std::string_view text) {
+  const bool octal =
+      (text.size() == 3 || text.size() == 4) &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '7'; });
+  if (!octal || (text.size() == 4 && text.front() != '0')) {
+    return Parsed<std::string>::fail(
+        "must be a file mode in octal, e.g. \"0660\" (owner and group may connect) or \"0600\"");
+  }
+  return Parsed<std::string>::ok(std::string(text));
+}
+
 void read_admin(TableReader& r, AdminParams& p, DocumentMarks& marks) {
-  marks.admin_listen_ok = r.endpoint("listen", PortRule::nonzero, p.listen);
+  const toml::node* listen = r.peek("listen");
+  const bool unix_socket =
+      listen != nullptr && listen->is_string() && listen->as_string()->get().starts_with("unix:");
+  if (unix_socket) {
+    marks.admin_listen_ok = r.text("listen", R"(listen = "unix:/run/floodgate/admin.sock")",
+                                   parse_unix_listen, p.unix_path);
+    if (marks.admin_listen_ok) p.listen = Endpoint{"", 0, "unix:" + p.unix_path};
+  } else {
+    marks.admin_listen_ok = r.endpoint("listen", PortRule::nonzero, p.listen);
+  }
   marks.admin_listen_at = r.position("listen");
+  std::string mode;
+  if (r.text("socket_mode", R"(socket_mode = "0660")", parse_socket_mode, mode) && !mode.empty()) {
+    if (!unix_socket) {
+      r.error("socket_mode",
+              "applies to an admin listener on a UNIX socket (listen = \"unix:/path\"); remove "
+              "it, or move the listener to a socket");
+    } else {
+      p.socket_mode = static_cast<uint32_t>(std::stoul(mode, nullptr, 8));
+    }
+  }
   marks.token_given = r.find("token") != nullptr || r.peek("token_file") != nullptr;
   r.secret("token", R"(token = "<at least 16 visible ASCII characters>")", parse_admin_token,
            p.token);

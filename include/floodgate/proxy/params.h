@@ -37,7 +37,11 @@ struct ServerParams {
 };
 
 struct AdminParams {
+  // A TCP address; or, with listen = "unix:/path", `listen.text` is that string, `unix_path`
+  // the path and `socket_mode` the socket file's mode.
   Endpoint listen{"127.0.0.1", 9901, "127.0.0.1:9901"};
+  std::string unix_path;
+  uint32_t socket_mode = 0660;
   std::string token;  // when not empty, every POST needs "Authorization: Bearer <token>"
   bool operator==(const AdminParams&) const = default;
 };

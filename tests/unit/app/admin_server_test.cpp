@@ -61,7 +61,7 @@ class AdminServerTest : public ::testing::Test {
           return drain_reason_;
         }};
     server_.emplace(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), h, p);
-    port_ = server_->local_endpoint().port();
+    port_ = server_->port();
     thread_ = std::thread([this] { io_.run(); });
   }
 
@@ -191,6 +191,14 @@ TEST(AdminAccess, WithoutATokenWhatChangesFloodgateIsForbiddenAndWhatReadsGoesOn
   }
   for (const char* path : {"/config/validate", "/config/preview", "/config/nope", "/status"}) {
     EXPECT_EQ(AdminServer::access_of(head("POST", path), "").status, 0) << path;
+  }
+}
+
+TEST(AdminAccess, OnAUnixSocketWithoutATokenTheFilesModeDecidesAndEverythingGoesOn) {
+  for (const char* path : {"/config/activate", "/config/rollback", "/config/validate"}) {
+    EXPECT_EQ(AdminServer::access_of(head("POST", path), "", true).status, 0) << path;
+    // A token configured still applies on the socket.
+    EXPECT_EQ(AdminServer::access_of(head("POST", path), kToken, true).status, 401) << path;
   }
 }
 

@@ -121,10 +121,39 @@ TEST(ConfigAdmin, ReportsOnlyTheTokenWhenAnInvalidOneGuardsANonLoopbackListener)
   EXPECT_EQ(r.diagnostics[0].path, "admin.token");
 }
 
+TEST(ConfigAdmin, ReadsAUnixSocketListenerWithItsModeAndNeedsNoToken) {
+  const LoadResult r =
+      load_with("[admin]\nlisten = \"unix:/run/floodgate/admin.sock\"\nsocket_mode = \"0600\"");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+  EXPECT_EQ(r.config->admin.unix_path, "/run/floodgate/admin.sock");
+  EXPECT_EQ(r.config->admin.listen.text, "unix:/run/floodgate/admin.sock");
+  EXPECT_EQ(r.config->admin.socket_mode, 0600U);
+  EXPECT_EQ(load_with("[admin]\nlisten = \"unix:/a.sock\"").config->admin.socket_mode, 0660U);
+}
+
+TEST(ConfigAdmin, RefusesARelativeOrOverlongSocketPath) {
+  EXPECT_EQ(only(load_with("[admin]\nlisten = \"unix:admin.sock\"")),
+            "test.toml:2:1: error: admin.listen: a UNIX socket needs an absolute path, e.g. "
+            "\"unix:/run/floodgate/admin.sock\"");
+  EXPECT_EQ(only(load_with("[admin]\nlisten = \"unix:/" + std::string(107, 'a') + "\"")),
+            "test.toml:2:1: error: admin.listen: the socket path is longer than 107 bytes (the "
+            "system's limit); choose a shorter one");
+}
+
+TEST(ConfigAdmin, RefusesABadSocketModeOrOneWithoutASocket) {
+  EXPECT_EQ(only(load_with("[admin]\nlisten = \"unix:/a.sock\"\nsocket_mode = \"0860\"")),
+            "test.toml:3:1: error: admin.socket_mode: must be a file mode in octal, e.g. \"0660\" "
+            "(owner and group may connect) or \"0600\"");
+  EXPECT_EQ(only(load_with("[admin]\nsocket_mode = \"0660\"")),
+            "test.toml:2:1: error: admin.socket_mode: applies to an admin listener on a UNIX "
+            "socket (listen = \"unix:/path\"); remove it, or move the listener to a socket");
+}
+
 TEST(ConfigAdmin, ListsTokenAmongTheAdminKeys) {
   EXPECT_EQ(only(load_with("[admin]\ntokne = \"x\"")),
             "test.toml:2:1: error: admin.tokne: unknown key 'tokne' in [admin] (did you mean "
-            "'token'?); expected one of: listen, token, token_file");
+            "'token'?); expected one of: listen, socket_mode, token, token_file");
 }
 
 // A token file in a fresh directory, removed with it.
