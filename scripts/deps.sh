@@ -6,7 +6,7 @@ packages=(build-essential cmake pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev liburing-dev
   wrk haproxy nginx-light
-  clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server)
+  clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server groff-base)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,8 @@
 # UndefinedBehaviorSanitizer build, and a ThreadSanitizer build (reactors, the admin scrape
 # and shutdown cross threads); then a fourth, short lane builds the libFuzzer targets with
 # clang and runs each from its corpus for a bounded time (tests/fuzz/run.sh), replaying every
-# recorded regression first. Beside all of them, clang-tidy checks every file in src/ with
+# recorded regression first; a fifth builds the Debian package and checks what it installs
+# (scripts/package.sh, tests/package/). Beside all of them, clang-tidy checks every file in src/ with
 # warnings as errors (scripts/tidy.sh). Exits non-zero on any failure. This is README's test
 # command and the only thing .ci/run calls.
 set -euo pipefail
@@ -77,5 +78,11 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build-fuzz --target floodgate_fuzz -j "$jobs"
 echo "== floodgate: fuzz (${FUZZ_SECONDS:-15}s per target)"
 tests/fuzz/run.sh build-fuzz "${FUZZ_SECONDS:-15}"
+# The Debian package: built as an operator would (scripts/package.sh, a release build without
+# test code), unpacked into a scratch root and checked (tests/package/test_package.py).
+echo "== floodgate: package build (build-package)"
+scripts/package.sh build-package
+echo "== floodgate: package tests"
+FLOODGATE_PACKAGES=build-package/packages python3 -B -m unittest -v tests/package/test_package.py
 tidy_result wait
 echo "== floodgate: all tests passed"
