@@ -103,6 +103,21 @@ std::vector<health::Target> health_targets(const proxy::Snapshot& snap) {
 
 // GET /status: every pool of the serving generation with its admission figures and its peers'
 // health.
+namespace {
+
+// The server entry a backend comes from, as written: its address, or the host name that
+// resolved to it (docs/configuration.md, "Backends by name").
+std::string server_of(const UpstreamParams& p, const std::string& address) {
+  for (const ServerEntry& s : p.servers) {
+    for (const Endpoint& e : s.resolved) {
+      if (e.text == address) return s.address.text;
+    }
+  }
+  return address;
+}
+
+}  // namespace
+
 boost::json::object status_json(const proxy::Snapshot& snap) {
   namespace json = boost::json;
   json::array pools;
@@ -114,6 +129,7 @@ boost::json::object status_json(const proxy::Snapshot& snap) {
       const int last = h.last_result.load(std::memory_order_relaxed);
       json::object peer{
           {"address", b->address.text},
+          {"server", server_of(up->params, b->address.text)},
           {"up", !h.down.load(std::memory_order_relaxed)},
           {"checked", h.checked.load(std::memory_order_relaxed)},
           {"active", b->load.active.load(std::memory_order_relaxed)},

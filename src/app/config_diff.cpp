@@ -61,8 +61,14 @@ json::object config_diff(const config::Config& active, const config::Config& nex
         servers_added.push_back(json::object{{"upstream", u.name}, {"server", srv.address.text}});
         changed = true;
       } else if (!(*it == srv)) {
-        servers_changed.push_back(json::object{
-            {"upstream", u.name}, {"server", srv.address.text}, {"weight", srv.weight}});
+        json::object entry{
+            {"upstream", u.name}, {"server", srv.address.text}, {"weight", srv.weight}};
+        if (!srv.resolved.empty()) {
+          json::array addresses;
+          for (const Endpoint& a : srv.resolved) addresses.emplace_back(json::string(a.text));
+          entry["addresses"] = std::move(addresses);
+        }
+        servers_changed.push_back(std::move(entry));
         changed = true;
       }
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 #include <stdexcept>
 
 #include "floodgate/http/rewrite.h"
@@ -58,9 +59,17 @@ uint32_t Generations::pool_id(const std::string& name) {
 }
 
 Generations::Entry Generations::build(const config::Config& cfg, std::string_view source) {
+  return build_hashed(cfg, sha256_hex(source));
+}
+
+Generations::Entry Generations::rebuild(const config::Config& cfg) {
+  return build_hashed(cfg, active_.snapshot->sha256);
+}
+
+Generations::Entry Generations::build_hashed(const config::Config& cfg, std::string sha256) {
   auto snap = std::make_shared<proxy::Snapshot>();
   snap->generation = next_number_;
-  snap->sha256 = sha256_hex(source);
+  snap->sha256 = std::move(sha256);
   snap->loaded_at = std::chrono::system_clock::now();
   snap->server = cfg.server;
   snap->log = cfg.log;
@@ -87,23 +96,31 @@ Generations::Entry Generations::build(const config::Config& cfg, std::string_vie
     std::map<std::string, uint32_t> seen;  // address -> occurrences so far in this pool
     for (std::size_t s = 0; s < up->params.servers.size(); ++s) {
       const ServerEntry& entry = up->params.servers[s];
-      std::shared_ptr<proxy::Backend> b =
-          backends_.get({up->params.name, entry.address.text, seen[entry.address.text]++}, [&] {
-            boost::asio::ip::tcp::endpoint endpoint;
-            try {
-              endpoint = to_tcp(entry.address);
-            } catch (const std::exception& e) {
-              throw std::runtime_error("upstreams[" + std::to_string(i) + "].servers[" +
-                                       std::to_string(s) + "]: " + e.what());
-            }
-            auto breaker = breakers_.get(endpoint_text(endpoint), [&] {
-              return std::make_shared<resilience::CircuitBreaker>(snap_limits);
+      // A server written as a host name is one backend per address it resolved to, each
+      // labelled by its address: the same backend (health, circuit, pooled connections) when
+      // a later resolution still returns it.
+      const std::span<const Endpoint> addresses = entry.resolved.empty()
+                                                      ? std::span<const Endpoint>(&entry.address, 1)
+                                                      : std::span<const Endpoint>(entry.resolved);
+      for (const Endpoint& address : addresses) {
+        std::shared_ptr<proxy::Backend> b =
+            backends_.get({up->params.name, address.text, seen[address.text]++}, [&] {
+              boost::asio::ip::tcp::endpoint endpoint;
+              try {
+                endpoint = to_tcp(address);
+              } catch (const std::exception& e) {
+                throw std::runtime_error("upstreams[" + std::to_string(i) + "].servers[" +
+                                         std::to_string(s) + "]: " + e.what());
+              }
+              auto breaker = breakers_.get(endpoint_text(endpoint), [&] {
+                return std::make_shared<resilience::CircuitBreaker>(snap_limits);
+              });
+              return std::make_shared<proxy::Backend>(address, endpoint, reactors_,
+                                                      std::move(breaker));
             });
-            return std::make_shared<proxy::Backend>(entry.address, endpoint, reactors_,
-                                                    std::move(breaker));
-          });
-      up->weights.push_back(entry.weight);
-      up->backends.push_back(std::move(b));
+        up->weights.push_back(entry.weight);
+        up->backends.push_back(std::move(b));
+      }
     }
     up->pool = pools_.get(up->params.name, [] { return std::make_shared<proxy::Pool>(); });
     up->apply_policy();

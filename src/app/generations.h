@@ -46,6 +46,9 @@ class Generations {
   // generation built and never activated uses no number. Throws std::runtime_error naming the
   // key when an address cannot be resolved or there are too many pool names.
   Entry build(const config::Config& cfg, std::string_view source);
+  // The same, for `cfg` derived from the active generation's file (servers resolved again):
+  // it keeps the active file's SHA-256.
+  Entry rebuild(const config::Config& cfg);
   // Makes `e` the active generation; the active one becomes the previous.
   void activate(Entry e);
   // Makes the previous generation active again (and the active one the previous). False when
@@ -63,6 +66,7 @@ class Generations {
 
  private:
   uint32_t pool_id(const std::string& name);
+  Entry build_hashed(const config::Config& cfg, std::string sha256);
   std::shared_ptr<const proxy::RateLimits> rate_limits(const config::Config& cfg);
   std::shared_ptr<const proxy::Quota> quota(const config::Config& cfg);
   void apply_limits();

@@ -65,6 +65,7 @@ int Process::start() {
   for (auto& r : reactors_) r->start();
   start_watchdog();
   health_.start();
+  names_.watch(watched_names(gens_.active().config));
   health_.update(gens_.active().snapshot->generation, health_targets(*gens_.active().snapshot));
   spdlog::info("started {} worker(s); admin on {}; generation 1 ({})", workers,
                start_.admin.listen.text, gens_.active().snapshot->sha256);
@@ -140,6 +141,7 @@ void Process::begin_drain(int sig) {
   // a stall (and systemd expects no keep-alive from a stopping service).
   if (watchdog_) watchdog_->stop();
   draining_ = true;
+  names_.stop();
   notifier_.stopping();
   const auto drain_timeout = gens_.active().snapshot->server.drain_timeout;
   spdlog::info("{} received: draining (at most {} ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",

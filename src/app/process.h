@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/resilience/memory_guard.h"
 #include "generations.h"
+#include "name_watcher.h"
 #include "notify.h"
 #include "watchdog.h"
 
@@ -64,6 +66,8 @@ std::string rfc3339(std::chrono::system_clock::time_point t);
 // What the health task probes in `snap`: every peer of every pool (those of pools without
 // [upstreams.health] only to be marked up and unprobed).
 std::vector<health::Target> health_targets(const proxy::Snapshot& snap);
+// The servers written as host names in pools with a resolve_interval (NameWatcher), once each.
+std::vector<NameWatcher::Name> watched_names(const config::Config& c);
 // GET /status: every pool of the serving generation with its admission figures and its peers'
 // health, the in-flight cap and the memory guard.
 boost::json::object status_json(const proxy::Snapshot& snap);
@@ -103,7 +107,19 @@ class Process {
   // changes when a bind fails.
   bool apply_listeners(const config::Config& next, std::string& error);
 
-  void publish(Generations::Entry next, std::function<void()> served);
+  // Activates `next` and installs it everywhere; `reload` counts it in the reload metrics (a
+  // re-resolution is not a reload).
+  void publish(Generations::Entry next, std::function<void()> served, bool reload = true);
+
+  // --- Backends by name: the answers of the NameWatcher (main thread). A changed set of
+  // addresses becomes a new generation, derived from the active one; a failure keeps the
+  // addresses the name had and is logged.
+  void on_resolved(const NameWatcher::Name& name, config::Resolution r);
+  struct ResolutionCounts {
+    uint64_t changed = 0;
+    uint64_t unchanged = 0;
+    uint64_t failed = 0;
+  };
 
   // Posts `snap` to every reactor; once all of them serve it, it is what GET /config reports
   // and `served` runs (main thread).
@@ -179,6 +195,7 @@ class Process {
   void render_process_metrics(PrometheusWriter& w);
 
   void render_metrics(std::string& out);
+  void render_resolution_metrics(PrometheusWriter& w);
 
   Generations gens_;
   const config::Config start_;  // the configuration floodgate started with
@@ -210,6 +227,12 @@ class Process {
   Notifier notifier_;
   // After the reactors and the notifier, so it ends first (stop(), at the latest here).
   std::optional<WatchdogThread> watchdog_;
+  // floodgate_upstream_resolutions_total, by upstream name.
+  std::map<std::string, ResolutionCounts> resolutions_;
+  // After io_, so its timers go first; its worker ends in begin_drain(), at the latest here.
+  NameWatcher names_{
+      io_, config::resolve_server,
+      [this](const NameWatcher::Name& n, config::Resolution r) { on_resolved(n, std::move(r)); }};
 };
 
 }  // namespace floodgate::app

@@ -10,6 +10,19 @@
 
 namespace floodgate::app {
 
+std::vector<NameWatcher::Name> watched_names(const config::Config& c) {
+  std::vector<NameWatcher::Name> out;
+  for (const UpstreamParams& u : c.upstreams) {
+    if (u.resolve_interval.count() == 0) continue;
+    for (const ServerEntry& s : u.servers) {
+      if (s.resolved.empty()) continue;
+      NameWatcher::Name n{u.name, s.address, u.resolve_interval};
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    }
+  }
+  return out;
+}
+
 Process::Outcome Process::apply(const std::string& source, const std::string& origin, bool activate,
                                 std::function<void()> served) {
   Outcome out;
@@ -111,14 +124,16 @@ bool Process::apply_listeners(const config::Config& next, std::string& error) {
   return true;
 }
 
-void Process::publish(Generations::Entry next, std::function<void()> served) {
+void Process::publish(Generations::Entry next, std::function<void()> served, bool reload) {
   std::shared_ptr<const proxy::Snapshot> old = gens_.active().snapshot;
   const auto snap = next.snapshot;
   const std::string changes = summarize(config_diff(gens_.active().config, next.config));
   gens_.activate(std::move(next));
   install_everywhere(snap, std::move(served));
-  ++reloads_ok_;
-  last_success_ = std::chrono::system_clock::now();
+  if (reload) {
+    ++reloads_ok_;
+    last_success_ = std::chrono::system_clock::now();
+  }
   track_retirement(old);
   spdlog::info("generation {} active ({}): {}; generation {} retiring", snap->generation,
                snap->sha256, changes, old->generation);
@@ -132,6 +147,7 @@ void Process::install_everywhere(const std::shared_ptr<const proxy::Snapshot>& s
   log_front(*snap, gens_.active().config);
   sampler_.set_params(gens_.active().config.resilience.memory_guard);
   if (watchdog_) watchdog_->configure(gens_.active().config.resilience.watchdog);
+  if (!draining_) names_.watch(watched_names(gens_.active().config));
   const uint64_t seq = ++publish_seq_;
   auto left = std::make_shared<std::size_t>(reactors_.size());
   auto on_main = [this, snap, seq, left, served = std::move(served)] {
@@ -207,6 +223,53 @@ Process::Outcome Process::reload(const std::string& source, const std::string& o
   notifier_.reloaded(gens_.active().snapshot->generation, false,
                      o.error.empty() ? "invalid configuration" : o.error);
   return o;
+}
+
+void Process::on_resolved(const NameWatcher::Name& name, config::Resolution r) {
+  if (draining_) return;
+  const config::Config& active = gens_.active().config;
+  const auto pool = std::find_if(active.upstreams.begin(), active.upstreams.end(),
+                                 [&](const UpstreamParams& u) { return u.name == name.upstream; });
+  if (pool == active.upstreams.end()) return;  // removed by a reload meanwhile
+  const auto same_server = [&](const ServerEntry& s) {
+    return !s.resolved.empty() && s.address.text == name.server.text;
+  };
+  const auto server = std::find_if(pool->servers.begin(), pool->servers.end(), same_server);
+  if (server == pool->servers.end()) return;
+  ResolutionCounts& counts = resolutions_[name.upstream];
+  const std::string was = config::address_list(server->resolved);
+  if (r.addresses.empty()) {
+    ++counts.failed;
+    spdlog::warn("upstream \"{}\": cannot resolve {} again ({}); keeping {}", name.upstream,
+                 name.server.text, r.error, was);
+    return;
+  }
+  if (r.addresses == server->resolved) {
+    ++counts.unchanged;
+    return;
+  }
+  config::Config next = active;
+  auto& servers = next.upstreams[static_cast<std::size_t>(pool - active.upstreams.begin())].servers;
+  for (ServerEntry& s : servers) {
+    if (same_server(s)) s.resolved = r.addresses;
+  }
+  Generations::Entry entry;
+  try {
+    entry = gens_.rebuild(next);
+  } catch (const std::exception& e) {
+    ++counts.failed;
+    spdlog::error("upstream \"{}\": {} resolves to {}, but the pool cannot use it ({}); keeping {}",
+                  name.upstream, name.server.text, config::address_list(r.addresses), e.what(),
+                  was);
+    return;
+  }
+  ++counts.changed;
+  spdlog::info("upstream \"{}\": {} now resolves to {} (was {}){}", name.upstream, name.server.text,
+               config::address_list(r.addresses), was,
+               r.left_out > 0 ? fmt::format("; {} more left out (at most {} per name)", r.left_out,
+                                            config::kMaxAddressesPerName)
+                              : std::string());
+  publish(std::move(entry), nullptr, false);
 }
 
 }  // namespace floodgate::app

@@ -131,7 +131,33 @@ void Process::render_metrics(std::string& out) {
            MetricType::gauge);
   w.sample("floodgate_config_last_reload_success_timestamp_seconds", {},
            std::chrono::duration<double>(last_success_.time_since_epoch()).count());
+  render_resolution_metrics(w);
   render_process_metrics(w);
+}
+
+// Every pool that re-resolves names (resolve_interval), so that a series exists from the start.
+void Process::render_resolution_metrics(PrometheusWriter& w) {
+  std::vector<std::string> pools;
+  for (const UpstreamParams& u : gens_.active().config.upstreams) {
+    const bool names = std::any_of(u.servers.begin(), u.servers.end(),
+                                   [](const ServerEntry& s) { return !s.resolved.empty(); });
+    if (u.resolve_interval.count() > 0 && names) pools.push_back(u.name);
+  }
+  if (pools.empty()) return;
+  w.header("floodgate_upstream_resolutions_total",
+           "Re-resolutions of the servers written as host names (upstreams.resolve_interval), by "
+           "result: changed (a new generation with the new addresses), unchanged, failed (the "
+           "previous addresses kept).",
+           MetricType::counter);
+  for (const std::string& pool : pools) {
+    const ResolutionCounts& c = resolutions_[pool];
+    for (const auto& [result, n] : {std::pair<const char*, uint64_t>{"changed", c.changed},
+                                    {"unchanged", c.unchanged},
+                                    {"failed", c.failed}}) {
+      const Label labels[] = {{"upstream", pool}, {"result", result}};
+      w.sample("floodgate_upstream_resolutions_total", labels, n);
+    }
+  }
 }
 
 }  // namespace floodgate::app

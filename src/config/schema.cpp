@@ -12,7 +12,8 @@
 #include <map>
 #include <string>
 
-#include "floodgate/config/config.h"       // read_file
+#include "floodgate/config/config.h"  // read_file
+#include "floodgate/config/resolve.h"
 #include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
 #include "health_schema.h"
 #include "resilience_schema.h"
@@ -92,7 +93,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 131> kKeyHomes{{
+constexpr std::array<KeyHome, 132> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -117,6 +118,7 @@ constexpr std::array<KeyHome, 131> kKeyHomes{{
     {"response_timeout", kUpstream},
     {"keepalive", kUpstream},
     {"keepalive_timeout", kUpstream},
+    {"resolve_interval", kUpstream},
     {"max_active_requests", kResilience},
     {"max_active_per_backend", kResilience},
     {"max_pending_requests", kResilience},
@@ -469,22 +471,48 @@ void read_name(TableReader& r, UpstreamParams& u, Names& names) {
   }
 }
 
+// A server written as a host name: resolved now (the main thread, when the file is loaded), one
+// backend per address. A name that does not resolve is an error naming the server.
+bool resolve_entry(TableReader& r, Position at, const std::string& path, ServerEntry& e) {
+  if (is_ip_literal(e.address.host)) return true;
+  Resolution res = resolve_server(e.address.host, e.address.port);
+  if (res.addresses.empty()) {
+    r.out().error(at, path,
+                  "cannot resolve '" + e.address.host + "' (" + res.error +
+                      "): floodgate resolves a server's name when it loads the file; fix the "
+                      "name or its DNS record, or write the server's IP address");
+    return false;
+  }
+  if (res.left_out > 0) {
+    r.out().warning(at, path,
+                    "'" + e.address.host + "' resolves to more than " +
+                        std::to_string(kMaxAddressesPerName) + " addresses; the pool uses the " +
+                        "first " + std::to_string(kMaxAddressesPerName) + " in sorted order and " +
+                        std::to_string(res.left_out) + " are left out");
+  }
+  e.resolved = std::move(res.addresses);
+  return true;
+}
+
 std::optional<ServerEntry> read_server_entry(TableReader& r, const toml::node& item,
                                              const std::string& path) {
   const Position at = position_of(item.source());
   if (const auto* s = item.as_string()) {
-    auto parsed = parse_endpoint(s->get(), PortRule::nonzero);
+    auto parsed = parse_endpoint(s->get(), PortRule::nonzero, true);
     if (!parsed.value) {
       r.out().error(at, path, std::move(parsed.error));
       return std::nullopt;
     }
-    return ServerEntry{std::move(*parsed.value)};
+    ServerEntry entry;
+    entry.address = std::move(*parsed.value);
+    return resolve_entry(r, at, path, entry) ? std::optional(entry) : std::nullopt;
   }
   if (const toml::table* t = item.as_table()) {
     TableReader entry_reader = r.child(*t, path, "server entry");
     ServerEntry entry;
     bool ok = entry_reader.require("address", R"(address = "127.0.0.1:9000")") &&
-              entry_reader.endpoint("address", PortRule::nonzero, entry.address);
+              entry_reader.endpoint("address", PortRule::nonzero, entry.address, true) &&
+              resolve_entry(r, entry_reader.position("address"), path + ".address", entry);
     ok = entry_reader.integer("weight", 1, 1000, entry.weight) && ok;
     entry_reader.finish();
     return ok ? std::optional(entry) : std::nullopt;
@@ -599,6 +627,28 @@ void read_resilience(TableReader& r, ResilienceParams& p, size_t servers,
   check_resilience(r, p, active_ok, timeout_ok, servers);
 }
 
+// resolve_interval: 0 (resolve only at load) or at least a second; pointless, and said so,
+// when every server is an IP address.
+void read_resolve_interval(TableReader& r, UpstreamParams& u) {
+  if (!r.duration("resolve_interval", Zero::allowed, u.resolve_interval) ||
+      u.resolve_interval.count() == 0) {
+    return;
+  }
+  if (u.resolve_interval < std::chrono::seconds(1)) {
+    r.error("resolve_interval",
+            "must be \"0\" (resolve only when the file is loaded) or at least \"1s\"");
+    u.resolve_interval = {};
+    return;
+  }
+  const bool names = std::any_of(u.servers.begin(), u.servers.end(),
+                                 [](const ServerEntry& e) { return !e.resolved.empty(); });
+  if (!u.servers.empty() && !names) {
+    r.warning("resolve_interval",
+              "has no effect: every server of this upstream is an IP address (it re-resolves "
+              "servers written as host names)");
+  }
+}
+
 void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMarks& marks,
                    size_t index) {
   DocumentMarks::Upstream& mark = marks.upstreams.emplace_back();
@@ -611,6 +661,7 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMark
   // The servers are required and assigned only when all are valid: none means an error.
   mark.capacity_ok = r.integer("keepalive", 0, 100'000, u.keepalive) && !u.servers.empty();
   r.duration("keepalive_timeout", Zero::rejected, u.keepalive_timeout);
+  read_resolve_interval(r, u);
   r.table("resilience", std::string(kResilience),
           [&](TableReader& t) { read_resilience(t, u.resilience, u.servers.size(), mark); });
   r.table("health", std::string(kHealth),

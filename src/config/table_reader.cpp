@@ -165,7 +165,7 @@ bool TableReader::duration(std::string_view key, Zero zero, Millis& out) {
   return false;
 }
 
-bool TableReader::endpoint(std::string_view key, PortRule rule, Endpoint& out) {
+bool TableReader::endpoint(std::string_view key, PortRule rule, Endpoint& out, bool names) {
   const toml::node* n = find(key);
   if (!n) {
     return true;
@@ -177,7 +177,7 @@ bool TableReader::endpoint(std::string_view key, PortRule rule, Endpoint& out) {
                std::string(key) + " = " + quoted(example));
     return false;
   }
-  auto parsed = parse_endpoint(s->get(), rule);
+  auto parsed = parse_endpoint(s->get(), rule, names);
   if (!parsed.value) {
     error(key, std::move(parsed.error));
     return false;

@@ -70,7 +70,8 @@ class TableReader {
     return v.has_value();
   }
   bool duration(std::string_view key, Zero zero, std::chrono::milliseconds& out);
-  bool endpoint(std::string_view key, PortRule rule, Endpoint& out);
+  // `names`: a host name is accepted too (a backend's address; parse_endpoint).
+  bool endpoint(std::string_view key, PortRule rule, Endpoint& out, bool names = false);
   // A non-empty array of distinct endpoints.
   bool endpoints(std::string_view key, PortRule rule, std::vector<Endpoint>& out);
   // One of `choices`, by name.

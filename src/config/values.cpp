@@ -66,9 +66,28 @@ bool is_ip(int family, const std::string& host) {
   return inet_pton(family, host.c_str(), buf.data()) == 1;
 }
 
+// A backend's host name: what DNS and /etc/hosts accept, with '_' for docker-compose service
+// names: labels of [A-Za-z0-9_-], 1..63 characters each, 253 in all.
+bool is_backend_name(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  std::size_t label = 0;
+  for (const char c : h) {
+    if (c == '.') {
+      if (label == 0) return false;
+      label = 0;
+    } else if (is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+               c == '_') {
+      if (++label > 63) return false;
+    } else {
+      return false;
+    }
+  }
+  return label != 0;
+}
+
 // Checks the host part of "host:port" (brackets already removed for IPv6) and maps localhost.
 std::optional<std::string> check_host(std::string_view text, std::string_view host, bool bracketed,
-                                      std::string& why) {
+                                      bool names, std::string& why) {
   const std::string h(host);
   if (bracketed) {
     if (is_ip(AF_INET6, h)) {
@@ -85,6 +104,11 @@ std::optional<std::string> check_host(std::string_view text, std::string_view ho
     return h;
   } else if (std::all_of(h.begin(), h.end(), [](char c) { return is_digit(c) || c == '.'; })) {
     why = "'" + h + "' is not an IPv4 address; write four numbers 0..255, e.g. 127.0.0.1";
+  } else if (names && is_backend_name(h)) {
+    return lower(h);
+  } else if (names) {
+    why = "'" + h + "' is neither an IP address nor a host name (dot-separated labels of " +
+          "letters, digits, '-' and '_', each at most 63 characters)";
   } else {
     why = "'" + h + "' is not an IP address; use an IP address; DNS names are not resolved";
   }
@@ -175,7 +199,11 @@ std::string format_duration(Millis d) {
   return std::to_string(d.count()) + "ms";  // unreachable: every count divides by 1 ms
 }
 
-Parsed<Endpoint> parse_endpoint(std::string_view text, PortRule rule) {
+bool is_ip_literal(const std::string& host) {
+  return is_ip(AF_INET, host) || is_ip(AF_INET6, host);
+}
+
+Parsed<Endpoint> parse_endpoint(std::string_view text, PortRule rule, bool names) {
   if (text.empty()) {
     return endpoint_error(text, "it is empty; write host:port, e.g. 127.0.0.1:8080");
   }
@@ -190,7 +218,7 @@ Parsed<Endpoint> parse_endpoint(std::string_view text, PortRule rule) {
   }
   std::string why;
   const std::string_view host = bracketed ? text.substr(1, close - 1) : text.substr(0, colon);
-  const auto ip = check_host(text, host, bracketed, why);
+  const auto ip = check_host(text, host, bracketed, names, why);
   if (!ip) {
     return endpoint_error(text, why);
   }

@@ -40,8 +40,12 @@ std::string format_duration(std::chrono::milliseconds d);
 enum class PortRule { nonzero, zero_allowed };
 
 // "127.0.0.1:8080", "[::1]:8080" or "localhost:8080" (host becomes 127.0.0.1). The host must be
-// an IP literal: DNS names are never resolved. `text` of the result keeps the input.
-Parsed<Endpoint> parse_endpoint(std::string_view text, PortRule rule);
+// an IP literal, unless `names` (a backend's address): then a host name is accepted too, as
+// `host` in lower case, for the caller to resolve. `text` of the result keeps the input.
+Parsed<Endpoint> parse_endpoint(std::string_view text, PortRule rule, bool names = false);
+
+// True if `host` is an IPv4 or IPv6 literal (without brackets).
+bool is_ip_literal(const std::string& host);
 
 // A route host: "*", "*.example.com" or an exact name of [A-Za-z0-9.-]; returned lower-case.
 Parsed<std::string> parse_route_host(std::string_view text);

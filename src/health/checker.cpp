@@ -33,8 +33,8 @@ struct Checker::Probe {
         params(*peer->target.params),
         socket(io),
         deadline(io),
-        head(params),
-        started(std::chrono::steady_clock::now()) {
+        started(std::chrono::steady_clock::now()),
+        head(params) {
     const std::string& host = params.host.empty() ? peer->target.peer : params.host;
     request = "GET " + params.path + " HTTP/1.1\r\nHost: " + host +
               "\r\nUser-Agent: floodgate-health\r\nConnection: close\r\n\r\n";

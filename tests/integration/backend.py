@@ -233,14 +233,15 @@ class _Conn:
 class Backend:
     """A threaded loopback HTTP/1.1 server that records what reaches it."""
 
-    def __init__(self, name=None, backlog=128, port=0):
-        """port: 0 for an ephemeral one; a stopped backend's port to start it again there."""
+    def __init__(self, name=None, backlog=128, port=0, host="127.0.0.1"):
+        """port: 0 for an ephemeral one; a stopped backend's port to start it again there.
+        host: another loopback address (127.0.0.2) for two backends on one port."""
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", port))
+        self.listener.bind((host, port))
         self.listener.listen(backlog)
         self.port = self.listener.getsockname()[1]
-        self.address = "127.0.0.1:%d" % self.port
+        self.address = "%s:%d" % (host, self.port)
         self.name = name or self.address
         self.cond = threading.Condition()
         self.requests = []

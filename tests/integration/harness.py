@@ -149,8 +149,9 @@ class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
     def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None,
-                 env=None, resilience=None):
+                 env=None, resilience=None, wrap=None):
         self.upstreams = upstreams
+        self.wrap = list(wrap or [])  # argv floodgate runs under (it must exec floodgate)
         self.resilience = resilience  # the [resilience] table, when given
         self.env = dict(env or {})  # variables added to floodgate's environment
         self.admin_overrides = dict(admin or {})  # [admin] keys besides listen (e.g. token)
@@ -194,7 +195,8 @@ class Floodgate:
                 f.write(render_toml(self.config()))
             self.stderr_file = open(self.stderr_path, "wb")
             self.stdout_file = open(self.stdout_path, "wb")
-            self.proc = subprocess.Popen([binary, "-c", self.config_path], stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(self.wrap + [binary, "-c", self.config_path],
+                                         stdin=subprocess.DEVNULL,
                                          stdout=self.stdout_file, stderr=self.stderr_file,
                                          env={**os.environ, **self.env})
             try:

@@ -57,7 +57,7 @@ balance = "p2c"
 servers = ["127.0.0.1:9000", { address = "127.0.0.1:9001", weight = 2 }]
 [[upstreams]]
 name = "app"
-servers = ["backend.local:9002"]
+servers = ["backend local:9002"]
 [[routes]]
 upstream = "api"
 max_active_requests = 100
@@ -80,8 +80,9 @@ ERROR_LINES = [
     "of: level, access_log, access_log_format",
     "13:1: error: upstreams[1].name: duplicate upstream name 'app' (first defined at line 9); "
     "give each [[upstreams]] its own name",
-    "14:12: error: upstreams[1].servers[0]: \"backend.local:9002\" is not a valid address: "
-    "'backend.local' is not an IP address; use an IP address; DNS names are not resolved",
+    "14:12: error: upstreams[1].servers[0]: \"backend local:9002\" is not a valid address: "
+    "'backend local' is neither an IP address nor a host name (dot-separated labels of letters, "
+    "digits, '-' and '_', each at most 63 characters)",
     "16:1: error: routes[0].upstream: route names upstream 'api', which is not defined; define "
     "[[upstreams]] name = \"api\" or fix the name",
     "17:1: error: routes[0].max_active_requests: max_active_requests is pool-scoped: set it "

@@ -14,8 +14,12 @@ namespace floodgate {
 enum class Balance { round_robin, least_active, p2c };
 
 struct ServerEntry {
-  Endpoint address;
+  Endpoint address;     // a host name in `address.host` when `resolved` is not empty
   uint32_t weight = 1;  // 1..1000; only round_robin uses it
+  // For a host name: the addresses it resolved to when the file was loaded (or at the last
+  // re-resolution, UpstreamParams::resolve_interval), sorted, each a backend of the pool with
+  // `weight`. Empty for an IP address.
+  std::vector<Endpoint> resolved{};
   bool operator==(const ServerEntry&) const = default;
 };
 
@@ -59,6 +63,9 @@ struct UpstreamParams {
   std::chrono::milliseconds response_timeout{30'000};  // request sent -> response head received
   uint32_t keepalive = 32;  // idle pooled connections per backend per reactor
   std::chrono::milliseconds keepalive_timeout{60'000};
+  // How often the servers written as host names are resolved again in the background; 0 =
+  // only when the file is loaded (start and reload).
+  std::chrono::milliseconds resolve_interval{0};
   ResilienceParams resilience;
   std::optional<HealthParams> health;  // absent: no active health checks
   bool operator==(const UpstreamParams&) const = default;

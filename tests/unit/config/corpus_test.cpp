@@ -49,11 +49,11 @@ const BadFile kCorpus[] = {
     {"address_with_dns_name",
      R"([[upstreams]]
 name = "app"
-servers = ["backend.local:9000"]
+servers = ["backend!.local:9000"]
 [[routes]]
 upstream = "app"
 )",
-     Severity::error, "upstreams[0].servers[0]", 3, 12, "DNS names are not resolved"},
+     Severity::error, "upstreams[0].servers[0]", 3, 12, "is neither an IP address nor a host name"},
     {"address_without_port", before_minimal("[admin]\nlisten = \"127.0.0.1\""), Severity::error,
      "admin.listen", 2, 1, "the port is missing"},
     {"duplicate_upstream_name",

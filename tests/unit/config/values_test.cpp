@@ -131,9 +131,30 @@ TEST(ConfigEndpoints, AcceptsIpv4Ipv6AndLocalhostKeepingTheSpelling) {
   }
 }
 
-TEST(ConfigEndpoints, RejectsDnsNames) {
-  EXPECT_EQ(server_error("backend.internal:80"),
-            R"("backend.internal:80" is not a valid address: 'backend.internal' is not an IP )"
+// A backend may be a host name (resolved at load: tests/integration/test_backends_by_name.py);
+// what is neither an IP address nor a name is refused before any lookup.
+TEST(ConfigEndpoints, RejectsABackendHostThatIsNeitherAnIpAddressNorAName) {
+  for (const char* bad : {"back*end:80", "a..b:80", ".a:80", "a.:80", "-?:80"}) {
+    const std::string host = std::string(bad).substr(0, std::string(bad).rfind(':'));
+    EXPECT_EQ(server_error(bad), R"(")" + std::string(bad) + R"(" is not a valid address: ')" +
+                                     host +
+                                     "' is neither an IP address nor a host name (dot-separated "
+                                     "labels of letters, digits, '-' and '_', each at most 63 "
+                                     "characters)")
+        << bad;
+  }
+  EXPECT_NE(server_error(std::string(64, 'a') + ".test:80").find("is neither an IP address"),
+            std::string::npos);
+}
+
+TEST(ConfigEndpoints, RejectsDnsNamesWhereOnlyAnAddressCanBeListenedOn) {
+  const LoadResult r = load(
+      "[server]\nlisten = [\"proxy.internal:80\"]\n[[upstreams]]\nname = \"app\"\nservers = "
+      "[\"127.0.0.1:9000\"]\n[[routes]]\nupstream = \"app\"\n");
+  ASSERT_EQ(r.diagnostics.size(), 1U) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].path, "server.listen[0]");
+  EXPECT_EQ(r.diagnostics[0].message,
+            R"("proxy.internal:80" is not a valid address: 'proxy.internal' is not an IP )"
             R"(address; use an IP address; DNS names are not resolved)");
 }
 
