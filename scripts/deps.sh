@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev liburing-dev
+  libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev openssl liburing-dev
   wrk haproxy nginx-light
   clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server groff-base)
 missing=()

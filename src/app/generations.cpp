@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "floodgate/http/rewrite.h"
+#include "floodgate/net/tls.h"
 #include "floodgate/proxy/pool_stage.h"
 
 namespace floodgate::app {
@@ -72,6 +73,11 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
   snap->sha256 = std::move(sha256);
   snap->loaded_at = std::chrono::system_clock::now();
   snap->server = cfg.server;
+  if (!cfg.server.tls.empty()) {
+    net::TlsServerConfig::Error error;
+    snap->tls = net::TlsServerConfig::build(cfg.server.tls, error);
+    if (!snap->tls) throw std::runtime_error(error.text());  // a file changed since the check
+  }
   snap->log = cfg.log;
   snap->limits = http::HeadLimits{cfg.server.max_uri_bytes, cfg.server.max_header_bytes,
                                   cfg.server.max_headers};

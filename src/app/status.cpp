@@ -75,6 +75,7 @@ void Process::render_metrics(std::string& out) {
   for (auto& r : reactors_) shards.push_back(&r->metrics());
   render_prometheus(shards, gens_.pool_names(), out);
   render_accept_errors(shards, out);
+  render_tls(shards, out);
   PrometheusWriter w(out);
   if (admin_) {
     w.header("floodgate_admin_connections", "Open admin connections, this scrape's included.",

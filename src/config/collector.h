@@ -25,6 +25,7 @@ class Collector {
   void warning(Position at, std::string path, std::string message);
 
   bool has_errors() const { return errors_ > 0; }
+  int error_count() const { return errors_; }
   const std::string& file() const { return file_; }
 
   // The diagnostics in source order (position-less ones first); leaves the Collector empty.

@@ -19,6 +19,7 @@
 #include "resilience_schema.h"
 #include "rules.h"
 #include "table_reader.h"
+#include "tls_schema.h"
 #include "values.h"
 
 namespace floodgate::config::detail {
@@ -290,6 +291,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
   marks.retirement_grace_at = r.position("retirement_grace");
   marks.trusted_proxies_ok = read_trusted_proxies(r, p.trusted_proxies);
+  read_server_tls(r, p, r.peek("listen") != nullptr);
 }
 
 Parsed<std::string> parse_token_file_path(std::string_view path) {

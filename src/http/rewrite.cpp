@@ -324,7 +324,7 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
     if (head.field_kind(i) == Field::x_forwarded_for) out.put(head.field_value(i)).put(", ");
   }
   out.put(fwd.client_ip).put("\r\n");
-  out.put("X-Forwarded-Proto: http\r\n");
+  out.put(fwd.https ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
   if (!facts.host.empty()) out.header("X-Forwarded-Host", facts.host);
   out.put("Via: ");
   for (uint32_t i = 0; have_via && i < head.field_count(); ++i) {

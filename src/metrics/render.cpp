@@ -169,6 +169,35 @@ void render_accept_errors(Shards shards, std::string& out) {
   }
 }
 
+void render_tls(Shards shards, std::string& out) {
+  PrometheusWriter w(out);
+  constexpr std::string_view kName = "floodgate_tls_handshakes_total";
+  w.header(kName,
+           "TLS handshakes on the listeners, by result (ok, failed, closed, timeout) and the "
+           "version agreed.",
+           MetricType::counter);
+  for (std::size_t r = 0; r < kTlsHandshakeResultLabels.size(); ++r) {
+    for (std::size_t v = 0; v < kTlsVersionLabels.size(); ++v) {
+      uint64_t total = 0;
+      for (const ReactorMetrics* shard : shards) total += shard->tls_handshakes(r, v).value();
+      const Label labels[] = {{"result", kTlsHandshakeResultLabels[r]},
+                              {"version", kTlsVersionLabels[v]}};
+      w.sample(kName, labels, total);
+    }
+  }
+  constexpr std::string_view kDuration = "floodgate_tls_handshake_duration_seconds";
+  w.header(kDuration, "Time from accept to a finished TLS handshake.", MetricType::histogram);
+  HistogramTotals totals;
+  for (const ReactorMetrics* shard : shards) totals.add(shard->tls_handshake_duration());
+  w.histogram(kDuration, {}, totals);
+  constexpr std::string_view kResumed = "floodgate_tls_resumptions_total";
+  w.header(kResumed, "Finished TLS handshakes that resumed a session (a session ticket).",
+           MetricType::counter);
+  uint64_t resumed = 0;
+  for (const ReactorMetrics* shard : shards) resumed += shard->tls_resumptions().value();
+  w.sample(kResumed, {}, resumed);
+}
+
 void render_prometheus(Shards shards, Names upstream_names, std::string& out) {
   PrometheusWriter w(out);
   render_requests(w, shards, upstream_names);

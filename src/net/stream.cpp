@@ -59,6 +59,40 @@ void Stream::connect(const asio::ip::tcp::endpoint& to, Done done) {
 }
 
 void Stream::read_some(char* data, std::size_t cap, Done done) {
+  if (tls_ != nullptr) return tls_read_some(data, cap, done);
+  raw_read(data, cap, done);
+}
+
+void Stream::write(const char* data, std::size_t len, Done done) {
+  if (tls_ != nullptr) return tls_write(data, len, done);
+  raw_write(data, len, done);
+}
+
+void Stream::cancel_read() {
+  if (tls_ != nullptr) {
+    app_read_ = ReadOp{};  // the engine delivers plaintext as soon as it has it: none is lost
+    return;
+  }
+  raw_cancel_read();
+}
+
+void Stream::shutdown_send() {
+  if (tls_ != nullptr) return tls_shutdown_send();
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+void Stream::drop_pending() {
+  if (tls_ != nullptr) {
+    // The application's operations go; the session's own socket operations carry on (a
+    // record half sent must not be cut), and close() drops them.
+    app_read_ = ReadOp{};
+    app_write_ = WriteOp{};
+    return;
+  }
+  raw_drop_pending();
+}
+
+void Stream::raw_read(char* data, std::size_t cap, Done done) {
   read_ = ReadOp{data, cap, done};
   if (carry_) {  // a cancelled read had taken these already (io_uring)
     int result = carry_result_;
@@ -77,7 +111,7 @@ void Stream::read_some(char* data, std::size_t cap, Done done) {
   if (readable_) poller_.defer(*this);  // otherwise the poller reports when data is there
 }
 
-void Stream::cancel_read() {
+void Stream::raw_cancel_read() {
   if (read_done_ && read_.done != nullptr) {
     if (!carry_) {
       carry_data_ = read_.data;
@@ -94,16 +128,12 @@ void Stream::cancel_read() {
   read_ = ReadOp{};
 }
 
-void Stream::write(const char* data, std::size_t len, Done done) {
+void Stream::raw_write(const char* data, std::size_t len, Done done) {
   write_ = WriteOp{data, len, 0, done};
   if (writable_) poller_.defer(*this);
 }
 
-void Stream::shutdown_send() {
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
-}
-
-void Stream::drop_pending() {
+void Stream::raw_drop_pending() {
   // Bytes a dropped read already took (io_uring) belong to nobody: the connection cannot be
   // reused, as if they were still waiting in the socket.
   if (read_done_ || carry_) peer_closed_ = true;
@@ -115,7 +145,10 @@ void Stream::drop_pending() {
 }
 
 void Stream::close() {
-  drop_pending();
+  raw_drop_pending();
+  app_read_ = ReadOp{};
+  app_write_ = WriteOp{};
+  tls_reading_ = tls_writing_ = tls_kick_ = tls_shutdown_ = false;
   if (fd_ >= 0) {
     poller_.remove(*this);
     ::close(fd_);  // with epoll this also leaves the epoll set
@@ -125,6 +158,11 @@ void Stream::close() {
 
 bool Stream::quiet() {
   if (fd_ < 0 || peer_closed_ || read_done_ || carry_) return false;
+  if (tls_ != nullptr &&
+      (tls_->failed || tls_eof_ || tls_reading_ || SSL_has_pending(tls_->ssl()) == 1 ||
+       BIO_ctrl_pending(tls_->net()) > 0 || BIO_ctrl_wpending(tls_->net()) > 0)) {
+    return false;
+  }
   if (!readable_) return true;
   char byte = 0;
   const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -216,14 +254,21 @@ void Stream::ready_uring() {
 }
 
 void Stream::on_ready() {
-  if (poller_.uses_uring()) return ready_uring();
-  // A completion may start, drop or close anything: every step re-checks.
-  if (connecting_) {
-    perform_connect();
-  } else if (write_.done != nullptr && writable_ && fd_ >= 0) {
-    perform_write();
+  if (poller_.uses_uring()) {
+    ready_uring();
+  } else {
+    // A completion may start, drop or close anything: every step re-checks.
+    if (connecting_) {
+      perform_connect();
+    } else if (write_.done != nullptr && writable_ && fd_ >= 0) {
+      perform_write();
+    }
+    if (read_.done != nullptr && readable_ && fd_ >= 0) perform_read();
   }
-  if (read_.done != nullptr && readable_ && fd_ >= 0) perform_read();
+  if (tls_kick_ && fd_ >= 0) {  // a plaintext operation started since the engine last ran
+    tls_kick_ = false;
+    tls_pump();
+  }
 }
 
 void Stream::perform_connect() {
@@ -288,6 +333,9 @@ void Stream::perform_read() {
 
 void Stream::complete(Done done, const error_code& ec, std::size_t n) {
   if (done == nullptr) return;
+  // The TLS engine's own socket operations come back to it, owner or not.
+  if (done == &Stream::tls_raw_read_done) return tls_on_raw_read(ec, n);
+  if (done == &Stream::tls_raw_write_done) return tls_on_raw_written(ec, n);
   StreamOwner* owner = stream_owner();
   if (owner == nullptr) return;
   struct Keep {  // the completion may drop the last other reference to its owner

@@ -117,6 +117,8 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
   json_field(out, "would_reject", info(r.would_reject).name);
   json_field(out, "user_agent", r.user_agent, kMaxLoggedHeader);
   json_field(out, "referer", r.referer, kMaxLoggedHeader);
+  json_field(out, "tls_version", r.tls_version);
+  json_field(out, "tls_cipher", r.tls_cipher);
   out.push_back('}');
 }
 
@@ -197,6 +199,10 @@ void format_combined_floodgate(LineBuffer& out, const AccessRecord& r) {
   combined_field(out, info(r.reason).name);
   out.push_back(' ');
   combined_field(out, r.request_id);
+  out.push_back(' ');
+  combined_field(out, r.tls_version);
+  out.push_back(' ');
+  combined_field(out, r.tls_cipher);
 }
 
 }  // namespace

@@ -18,9 +18,10 @@ namespace floodgate::proxy {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer)
+ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls)
     : reactor_(reactor),
       client_(reactor.poller(), *this),
+      tls_listener_(tls),
       client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this),
       hedge_timer_([](void* c) { static_cast<ClientConn*>(c)->on_hedge_timer(); }, this) {
   for (Attempt& a : ex_.attempts) a.bind(*this);
@@ -82,6 +83,13 @@ void ClientConn::release_buffers() {
 void ClientConn::start() {
   self_ = Ref<ClientConn>(this);
   if (adopt_error_ != 0) return close();  // the poller could not take the socket
+  if (tls_listener_ != nullptr) {
+    // The first read runs the handshake; header_timeout covers it and the first head.
+    auto session = std::make_unique<net::TlsSession>(reactor_.snapshot().tls,
+                                                     *std::exchange(tls_listener_, nullptr));
+    if (!session->ok()) return close();  // OpenSSL is out of memory
+    client_.start_tls(std::move(session));
+  }
   // A connection that never sends a byte is closed silently after header_timeout.
   arm_client_timer(reactor_.snapshot().server.header_timeout);
   do_client_read();
@@ -421,6 +429,11 @@ void ClientConn::log_request() {
       }
     }
   }
+  if (const net::TlsSession* tls = client_.tls()) {
+    const net::TlsFacts facts = tls->facts();
+    r.tls_version = facts.version;
+    r.tls_cipher = facts.cipher;
+  }
   r.status = outcome.status;
   r.bytes_in = ex_.bytes_in;
   r.bytes_out = ex_.bytes_out;
@@ -470,8 +483,26 @@ void ClientConn::linger_close() {
   do_client_read();
 }
 
+void ClientConn::on_tls_handshake(Handshake result) noexcept {
+  const net::TlsSession& tls = *client_.tls();
+  const std::size_t v = tls_version_index(tls.version_label());
+  TlsHandshakeResult r = TlsHandshakeResult::ok;
+  if (result == Handshake::failed) r = TlsHandshakeResult::failed;
+  if (result == Handshake::closed) r = TlsHandshakeResult::closed;
+  reactor_.metrics().tls_handshake(r, v);
+  if (result == Handshake::ok) {
+    reactor_.metrics().tls_handshake_done(std::chrono::steady_clock::now() - tls.started,
+                                          tls.facts().resumed);
+  }
+}
+
 void ClientConn::on_client_timeout() {
   Ref<ClientConn> keep(this);
+  if (const net::TlsSession* tls = client_.tls(); tls != nullptr && !tls->handshake_reported) {
+    // The handshake did not finish within header_timeout: closed, never answered in plain text.
+    reactor_.metrics().tls_handshake(TlsHandshakeResult::timeout, kTlsVersionUnknown);
+    return close();
+  }
   switch (phase_) {
     case Phase::idle:  // nothing sent yet, or between keep-alive requests: close silently
       return close();

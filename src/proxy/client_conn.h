@@ -38,8 +38,9 @@ namespace floodgate::proxy {
 
 class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner, public WaitOwner {
  public:
-  // Takes the accepted socket `fd`; `peer` is the client's address.
-  ClientConn(Reactor& reactor, int fd, const sockaddr* peer);
+  // Takes the accepted socket `fd`; `peer` is the client's address. `tls`: the listener speaks
+  // TLS with these certificates (of the reactor's current generation), else nullptr.
+  ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls = nullptr);
   ~ClientConn();
 
   void start();
@@ -54,6 +55,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // net::StreamOwner: the client stream's completions.
   void hold() noexcept override { add_ref(); }
   void release() noexcept override { release_ref(); }
+  void on_tls_handshake(Handshake result) noexcept override;
   static ClientConn& from(net::StreamOwner& owner) { return static_cast<ClientConn&>(owner); }
 
   // -- For the exchange's attempts (attempt.cpp).
@@ -61,6 +63,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   Exchange& exchange() noexcept { return ex_; }
   const http::Parser& request_parser() const noexcept { return parser_; }
   std::string_view client_ip() const noexcept { return {client_ip_, client_ip_len_}; }
+  // The client's TLS session, or nullptr on a plain listener.
+  const net::TlsSession* tls() const noexcept { return client_.tls(); }
   bool closed() const noexcept { return closed_; }
   // Attempt `a`'s request head is on its way: invite the body (100-continue), pump it.
   void on_request_head_sent(Attempt& a);
@@ -178,6 +182,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
 
   Reactor& reactor_;
   ClientStream client_;
+  const net::TlsListener* tls_listener_ = nullptr;  // until start() makes the session
   // An open connection holds itself: no pending operation holds a reference (stream.h).
   // close() lets go.
   Ref<ClientConn> self_;

@@ -17,6 +17,7 @@
 #include "floodgate/core/heap_count.h"
 #include "floodgate/core/log_throttle.h"
 #include "floodgate/net/poller.h"
+#include "floodgate/net/tls.h"
 #include "resolver.h"
 
 namespace floodgate::proxy {
@@ -211,10 +212,22 @@ class Reactor::Listener final : public net::PollTarget {
         return back_off(errno);
       }
       if (failing_) recovered();
-      Ref<ClientConn> s(new ClientConn(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer)));
+      Ref<ClientConn> s(
+          new ClientConn(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer), tls()));
       s->start();
     }
     reactor_.poller_->defer(*this);  // more may be waiting: continue after the other work
+  }
+
+  // This listener's certificates in the current generation (nullptr: plain), looked up again
+  // only when the generation changed (a reload may turn an address to TLS or back).
+  const net::TlsListener* tls() {
+    const Snapshot& snap = reactor_.snapshot();
+    if (snap.generation != tls_seen_) {
+      tls_seen_ = snap.generation;
+      tls_ = snap.tls ? snap.tls->listener(key_) : nullptr;
+    }
+    return tls_;
   }
 
   // Out of descriptors or memory: count it, say so (at most once a second), and retry
@@ -265,6 +278,8 @@ class Reactor::Listener final : public net::PollTarget {
   TimerWheel::Entry retry_;
   LogThrottle log_{std::chrono::seconds(1)};  // accept failures: one line a second at most
   bool failing_ = false;                      // from a failure until a line says it is over
+  uint64_t tls_seen_ = ~uint64_t{0};          // the generation tls_ was looked up in
+  const net::TlsListener* tls_ = nullptr;
 };
 
 // The tick: a periodic timerfd in the poller that advances the timer wheel.

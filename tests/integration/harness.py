@@ -95,8 +95,16 @@ def render_toml(cfg):
     for table in ("server", "admin", "log"):
         if table in cfg:
             out.append("[%s]" % table)
-            out += ["%s = %s" % (k, toml_value(v)) for k, v in cfg[table].items()]
+            subtables = {k: v for k, v in cfg[table].items()
+                         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
+            out += ["%s = %s" % (k, toml_value(v)) for k, v in cfg[table].items()
+                    if k not in subtables]
             out.append("")
+            for k, entries in subtables.items():  # [[server.tls]]: arrays of tables
+                for entry in entries:
+                    out.append("[[%s.%s]]" % (table, k))
+                    out += ["%s = %s" % (ek, toml_value(ev)) for ek, ev in entry.items()]
+                    out.append("")
     for sub, keys in cfg.get("resilience", {}).items():  # [resilience.<sub>] tables
         if isinstance(keys, (list, tuple)):  # [[resilience.<sub>]]: an array of tables
             for entry in keys:
@@ -149,8 +157,11 @@ class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
     def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None,
-                 env=None, resilience=None, wrap=None):
+                 env=None, resilience=None, wrap=None, tls=None):
         self.upstreams = upstreams
+        # [[server.tls]] entries; one without `listen` gets the TLS port (self.tls_port).
+        self.tls = [dict(e) for e in (tls or [])]
+        self.tls_port = None
         self.wrap = list(wrap or [])  # argv floodgate runs under (it must exec floodgate)
         self.resilience = resilience  # the [resilience] table, when given
         self.env = dict(env or {})  # variables added to floodgate's environment
@@ -175,6 +186,9 @@ class Floodgate:
         if os.environ.get("FLOODGATE_TEST_IO"):  # the suite's epoll lane (CMakeLists.txt)
             server["io"] = os.environ["FLOODGATE_TEST_IO"]
         server.update(self.server_overrides)
+        if self.tls:
+            server["tls"] = [dict({"listen": ["127.0.0.1:%d" % self.tls_port]}, **e)
+                             for e in self.tls]
         log = {"level": "info", "access_log": self.access_log_path, "access_log_format": "json"}
         log.update(self.log_overrides)
         admin = {"listen": "127.0.0.1:%d" % self.admin_port}
@@ -191,6 +205,10 @@ class Floodgate:
             self.port, self.admin_port = free_port(), free_port()
             while self.admin_port == self.port:  # two picks can return the same free port
                 self.admin_port = free_port()
+            if self.tls:
+                self.tls_port = free_port()
+                while self.tls_port in (self.port, self.admin_port):
+                    self.tls_port = free_port()
             with open(self.config_path, "w") as f:
                 f.write(render_toml(self.config()))
             self.stderr_file = open(self.stderr_path, "wb")
@@ -618,6 +636,21 @@ class Conn:
         if read:
             return self.read_final_response(method)
         return None
+
+
+class TlsConn(Conn):
+    """A client connection over TLS: `context` (an ssl.SSLContext) and `server_name` (SNI and,
+    when the context verifies, the name checked); `session` resumes an earlier one."""
+
+    def __init__(self, port, context, server_name, host="127.0.0.1", timeout=DEFAULT_TIMEOUT,
+                 session=None):
+        raw = socket.create_connection((host, port), timeout=timeout)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        self.sock = context.wrap_socket(raw, server_hostname=server_name, session=session)
+        self.buf = bytearray()
+        self.eof = False
+        self.reset = False
 
 
 class BodyReader:

@@ -121,7 +121,10 @@ class Observability(FloodgateTestCase):
         self.assertTrue(grown(m, "floodgate_backend_connection_reuses_total", 1))
         self.assertGreaterEqual(m.value("floodgate_backend_connections_total", **peer), 1)
         self.assertGreaterEqual(m.value("floodgate_backend_connect_seconds_count", **peer), 1)
-        self.assertGreaterEqual(m.value("floodgate_backend_idle_connections", **peer), 1)
+        # The response is counted at its head; the connection goes back to the pool only after
+        # the body has been relayed, so the gauge is polled, not read once.
+        poll(lambda: self.fg.metrics().value("floodgate_backend_idle_connections", **peer) >= 1,
+             what="the backend connection parked in the reactor's pool")
         for family in ("floodgate_backend_client_aborts_total", "floodgate_backend_aborts_total",
                        "floodgate_backend_failures_total"):
             self.assertTrue(m.declared(family), family)

@@ -69,6 +69,7 @@ struct ForwardInfo {
   // Host for a request that has none (HTTP/1.0) or an empty one: the backend's address as
   // configured, as nginx's $proxy_host.
   std::string_view backend_host = {};
+  bool https = false;  // the client spoke TLS: X-Forwarded-Proto: https
 };
 
 // Writes the request head the backend receives (HTTP/1.1, keep-alive). Returns false when it

@@ -59,5 +59,7 @@ void render_prometheus(std::span<const ReactorMetrics* const> shards,
 
 // Appends floodgate_accept_errors_total{reason}, summed over `shards`, every reason listed.
 void render_accept_errors(std::span<const ReactorMetrics* const> shards, std::string& out);
+// The TLS listeners' handshakes: by result and version, their duration, resumptions.
+void render_tls(std::span<const ReactorMetrics* const> shards, std::string& out);
 
 }  // namespace floodgate

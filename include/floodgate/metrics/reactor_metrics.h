@@ -67,6 +67,24 @@ enum class HedgeResult : uint8_t { sent, won_by_hedge, won_by_primary, cancelled
 inline constexpr std::array<std::string_view, 4> kHedgeResultLabels{"sent", "won_by_hedge",
                                                                     "won_by_primary", "cancelled"};
 
+// TLS handshakes on the listeners (floodgate_tls_handshakes_total{result,version}): finished
+// (ok), refused for a protocol error or a plain-HTTP client (failed), cut short by the client
+// closing or resetting (closed), or not finished within server.header_timeout (timeout); the
+// version agreed, "unknown" for a handshake that did not finish.
+enum class TlsHandshakeResult : uint8_t { ok, failed, closed, timeout };
+inline constexpr std::array<std::string_view, 4> kTlsHandshakeResultLabels{"ok", "failed", "closed",
+                                                                           "timeout"};
+inline constexpr std::array<std::string_view, 3> kTlsVersionLabels{"1.2", "1.3", "unknown"};
+inline constexpr std::size_t kTlsVersionUnknown = kTlsVersionLabels.size() - 1;
+
+// The index of `version` ("1.2", "1.3") in kTlsVersionLabels; kTlsVersionUnknown otherwise.
+constexpr std::size_t tls_version_index(std::string_view version) noexcept {
+  for (std::size_t i = 0; i < kTlsVersionUnknown; ++i) {
+    if (kTlsVersionLabels[i] == version) return i;
+  }
+  return kTlsVersionUnknown;
+}
+
 // A struct by name (as the design refers to it) but with private storage: the sizes are invariants.
 struct ReactorMetrics {
   static constexpr std::size_t kUnroutedSlot = 0;
@@ -131,6 +149,16 @@ struct ReactorMetrics {
   // accept() on a client listener failed for `error` (the listener backs off and retries).
   void accept_failed(AcceptError error) noexcept {
     accept_errors_[static_cast<std::size_t>(error)].add();
+  }
+
+  // A TLS handshake on a listener ended with `result`, on version `version` (an index into
+  // kTlsVersionLabels); a finished one took `duration` from accept and `resumed` a session.
+  void tls_handshake(TlsHandshakeResult result, std::size_t version) noexcept {
+    tls_handshakes_[static_cast<std::size_t>(result)][version].add();
+  }
+  void tls_handshake_done(std::chrono::nanoseconds duration, bool resumed) noexcept {
+    tls_handshake_duration_.observe(duration);
+    if (resumed) tls_resumptions_.add();
   }
 
   Gauge client_connections;      // open client connections: add(1) on accept, add(-1) on close
@@ -200,6 +228,11 @@ struct ReactorMetrics {
   const BufferPoolShard& buffer_pool(BufferPoolKind kind) const noexcept {
     return buffer_pools_[static_cast<std::size_t>(kind)];
   }
+  const Counter& tls_handshakes(std::size_t result, std::size_t version) const noexcept {
+    return tls_handshakes_[result][version];
+  }
+  const Histogram& tls_handshake_duration() const noexcept { return tls_handshake_duration_; }
+  const Counter& tls_resumptions() const noexcept { return tls_resumptions_; }
 
  private:
   struct Slot {
@@ -230,6 +263,10 @@ struct ReactorMetrics {
   std::array<Counter, kAcceptErrorLabels.size()> accept_errors_{};
   std::array<Counter, kStageReasons.size() + 1> shadow_{};  // + 1: a pair not in the table
   std::array<BufferPoolShard, kBufferPoolLabels.size()> buffer_pools_{};
+  std::array<std::array<Counter, kTlsVersionLabels.size()>, kTlsHandshakeResultLabels.size()>
+      tls_handshakes_{};
+  Histogram tls_handshake_duration_;
+  Counter tls_resumptions_;
 };
 
 }  // namespace floodgate

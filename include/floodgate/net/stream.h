@@ -1,5 +1,5 @@
 // A non-blocking TCP socket driven by a reactor's Poller: the client side of a connection,
-// every backend connection, and later the Redis link and the transport under TLS.
+// every backend connection and the Redis link, in the clear or under TLS (start_tls()).
 //
 // The stream remembers what the kernel last reported (`readable_`, `writable_`) and performs
 // an operation only when it can make progress, so a read started before the peer has sent
@@ -10,6 +10,10 @@
 // StreamOwner the stream works for (kept alive for the call); closing or detaching drops what
 // is pending, since nobody waits for it any more.
 //
+// Under TLS (tls_stream.cpp) the same reads and writes carry plaintext: the stream runs the
+// session's SSL engine against a BIO pair and moves the ciphertext with its own socket reads
+// and writes, so the handshake, records and alerts cost no thread and no blocking call.
+//
 // Thread-safety: reactor thread only.
 #pragma once
 
@@ -17,8 +21,12 @@
 #include <boost/system/error_code.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <memory>
 
 #include "floodgate/net/poller.h"
+#include "floodgate/net/tls.h"
 
 namespace floodgate::net {
 
@@ -28,6 +36,10 @@ class StreamOwner {
  public:
   virtual void hold() noexcept = 0;
   virtual void release() noexcept = 0;
+  // A TLS stream's handshake ended: finished, failed (a protocol error, said by the next
+  // read's error), or cut short by the peer closing. Once per stream.
+  enum class Handshake : uint8_t { ok, failed, closed };
+  virtual void on_tls_handshake(Handshake /*result*/) noexcept {}
 
  protected:
   ~StreamOwner() = default;
@@ -44,6 +56,10 @@ class Stream : public PollTarget {
 
   // Takes a connected socket (accepted). Returns 0 or an errno value.
   int adopt(int fd);
+  // From now on the stream speaks TLS through `session` (before its first read or write):
+  // reads and writes carry plaintext, the first read also runs the handshake.
+  void start_tls(std::unique_ptr<TlsSession> session);
+  const TlsSession* tls() const noexcept { return tls_.get(); }
   // Opens a socket and connects it (TCP_NODELAY set once connected).
   void connect(const boost::asio::ip::tcp::endpoint& to, Done done);
   // Reads what is available into [data, data + cap) (cap > 0); EOF is asio::error::eof.
@@ -91,12 +107,41 @@ class Stream : public PollTarget {
     Done done = nullptr;
   };
 
+  void raw_read(char* data, std::size_t cap, Done done);
+  void raw_write(const char* data, std::size_t len, Done done);
+  void raw_cancel_read();
+  void raw_drop_pending();
   void note_events(uint32_t events);
   void perform_connect();
   void perform_write();
   void perform_read();
   void ready_uring();
   void complete(Done done, const boost::system::error_code& ec, std::size_t n);
+
+  // TLS (tls_stream.cpp): the plaintext operations, and the engine between them and the
+  // socket's ciphertext.
+  void tls_read_some(char* data, std::size_t cap, Done done);
+  void tls_write(const char* data, std::size_t len, Done done);
+  void tls_shutdown_send();
+  void tls_pump();
+  bool tls_handshake();
+  bool tls_write_step();
+  bool tls_read_step(bool& want_read);
+  void tls_flush();
+  void tls_fill();
+  bool tls_deliver_failure();
+  void tls_fail(int ssl_error);
+  void tls_report(StreamOwner::Handshake result);
+  void tls_on_raw_read(const boost::system::error_code& ec, std::size_t n);
+  void tls_on_raw_written(const boost::system::error_code& ec, std::size_t n);
+  // Markers for the engine's socket operations, recognised by complete() and never called
+  // (their bodies differ so that no linker folds them into one address).
+  static void tls_raw_read_done(StreamOwner&, const boost::system::error_code&, std::size_t) {
+    std::abort();
+  }
+  static void tls_raw_write_done(StreamOwner&, const boost::system::error_code&, std::size_t) {
+    std::terminate();
+  }
 
   Poller& poller_;
   int fd_ = -1;
@@ -117,6 +162,18 @@ class Stream : public PollTarget {
   const char* carry_data_ = nullptr;
   int carry_result_ = 0;
   bool carry_ = false;
+
+  // TLS: the session, the application's operations on it, and the engine's state.
+  std::unique_ptr<TlsSession> tls_;
+  ReadOp app_read_;
+  WriteOp app_write_;
+  boost::system::error_code tls_error_;  // why the session failed (delivered to both ops)
+  std::size_t tls_out_len_ = 0;          // ciphertext bytes the pending socket write sends
+  bool tls_kick_ = false;                // an operation started: the engine runs in on_ready()
+  bool tls_reading_ = false;             // a socket read into the session's buffer is pending
+  bool tls_writing_ = false;             // a socket write of the pair's ciphertext is pending
+  bool tls_eof_ = false;                 // the peer closed (or the socket failed)
+  bool tls_shutdown_ = false;            // close_notify, then shutdown(SHUT_WR), once flushed
 };
 
 }  // namespace floodgate::net

@@ -58,6 +58,10 @@ struct AccessRecord {
   std::string_view quota;
   std::string_view request_id;
   Reason would_reject = Reason::none;  // what a stage in shadow mode would have answered
+  // The client's TLS version and cipher suite ("TLSv1.3", "TLS_AES_128_GCM_SHA256"); empty on
+  // a plain listener.
+  std::string_view tls_version;
+  std::string_view tls_cipher;
 };
 
 class AccessLog {

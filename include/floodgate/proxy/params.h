@@ -10,23 +10,27 @@
 #include "floodgate/core/endpoint.h"
 #include "floodgate/core/ip_range.h"
 #include "floodgate/net/io_mode.h"
+#include "floodgate/net/tls_params.h"
 
 namespace floodgate {
 
 using Millis = std::chrono::milliseconds;
 
 struct ServerParams {
+  // Every listener, plain (server.listen) and TLS (the [[server.tls]] entries' listen, once
+  // each): the process binds them all; `tls` says which speak TLS.
   std::vector<Endpoint> listen{Endpoint{"127.0.0.1", 8080, "127.0.0.1:8080"}};
-  unsigned workers = 0;               // 0 = one reactor per core
-  uint32_t max_header_bytes = 16384;  // header section (field lines + final CRLF) -> 431
-  uint32_t max_headers = 128;         // header field count -> 431
-  uint32_t max_uri_bytes = 8192;      // request-target bytes -> 414
-  uint64_t max_body_bytes = 0;        // 0 = unlimited -> 413
-  Millis header_timeout{10'000};      // first byte of a head until the head is complete -> 408
-  Millis idle_timeout{60'000};        // idle keep-alive client connection
-  Millis drain_timeout{30'000};       // SIGTERM: finish in-flight requests for at most this long
-  Millis retirement_grace{30'000};    // reload: how long the old generation's requests may run
-  IoMode io = IoMode::automatic;      // event loop interface; fixed while floodgate runs
+  std::vector<net::TlsCertParams> tls{};  // [[server.tls]]: certificates by listener and SNI
+  unsigned workers = 0;                   // 0 = one reactor per core
+  uint32_t max_header_bytes = 16384;      // header section (field lines + final CRLF) -> 431
+  uint32_t max_headers = 128;             // header field count -> 431
+  uint32_t max_uri_bytes = 8192;          // request-target bytes -> 414
+  uint64_t max_body_bytes = 0;            // 0 = unlimited -> 413
+  Millis header_timeout{10'000};          // first byte of a head until the head is complete -> 408
+  Millis idle_timeout{60'000};            // idle keep-alive client connection
+  Millis drain_timeout{30'000};     // SIGTERM: finish in-flight requests for at most this long
+  Millis retirement_grace{30'000};  // reload: how long the old generation's requests may run
+  IoMode io = IoMode::automatic;    // event loop interface; fixed while floodgate runs
   // Request buffers and response buffers (each pool) a reactor lends out at once -> 503
   // buffers_exhausted. Read at start (like the buffer sizes); bounds buffer memory per reactor.
   uint32_t max_buffers_per_reactor = 16384;

@@ -45,6 +45,10 @@
 #include "floodgate/upstream/params.h"
 #include "floodgate/upstream/peer_health.h"
 
+namespace floodgate::net {
+class TlsServerConfig;  // tls.h: OpenSSL's headers stay out of the request path's
+}  // namespace floodgate::net
+
 namespace floodgate::proxy {
 
 class BackendConn;
@@ -165,6 +169,9 @@ struct Snapshot {
   std::string sha256;  // lowercase hex of the configuration text
   std::chrono::system_clock::time_point loaded_at{};
   ServerParams server;
+  // The TLS listeners' certificates (nullptr: no [[server.tls]]), read when the generation was
+  // built: new handshakes use the active generation's, established connections keep theirs.
+  std::shared_ptr<const net::TlsServerConfig> tls;
   LogParams log;
   http::HeadLimits limits;
   std::vector<std::shared_ptr<Upstream>> upstreams;  // this generation's pools

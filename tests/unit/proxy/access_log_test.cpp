@@ -83,12 +83,12 @@ TEST(AccessLog, TheLongestEscapedLineIsWrittenWhole) {
        {AccessLogFormat::json, AccessLogFormat::combined, AccessLogFormat::combined_floodgate}) {
     AccessRecord r = record(target, id);
     r.client = r.host = r.method = r.protocol = r.upstream = r.backend = r.rate_limit = r.quota =
-        id;
+        r.tls_version = r.tls_cipher = id;
     r.backends = {id, id};
     r.attempts = 2;
     r.user_agent = r.referer = header;
     const std::string line = logged(format, r);
-    // Whole: the last field is there (the request id, cut, in combined_floodgate).
+    // Whole: the last field is there (the TLS cipher, cut, in combined_floodgate).
     const char last = format == AccessLogFormat::json       ? '}'
                       : format == AccessLogFormat::combined ? '"'
                                                             : '.';
@@ -180,7 +180,21 @@ TEST(AccessLog, CombinedFloodgateAppendsUpstreamBackendsTimesReasonAndRequestId)
   r.head_time = std::chrono::milliseconds(11);
   EXPECT_EQ(logged(AccessLogFormat::combined_floodgate, r),
             R"(10.0.0.1 - - [03/Dec/2026:07:04:05 +0000] "GET / HTTP/1.1" 200 13 "-" "-" )"
-            R"(app 10.0.0.7:9000,10.0.0.8:9000 0.012000 0.000 0.011 - id\x22x)");
+            R"(app 10.0.0.7:9000,10.0.0.8:9000 0.012000 0.000 0.011 - id\x22x - -)");
+}
+
+TEST(AccessLog, TlsVersionAndCipherAreLoggedOnTlsListeners) {
+  AccessRecord r = timed(record("/", "id"));
+  r.tls_version = "TLSv1.3";
+  r.tls_cipher = "TLS_AES_128_GCM_SHA256";
+  const std::string json = logged(AccessLogFormat::json, r);
+  EXPECT_NE(json.find(R"("tls_version":"TLSv1.3","tls_cipher":"TLS_AES_128_GCM_SHA256"})"),
+            std::string::npos)
+      << json;
+  const std::string line = logged(AccessLogFormat::combined_floodgate, r);
+  EXPECT_TRUE(line.ends_with(" id TLSv1.3 TLS_AES_128_GCM_SHA256")) << line;
+  const std::string plain = logged(AccessLogFormat::combined, r);
+  EXPECT_EQ(plain.find("TLS"), std::string::npos) << plain;  // nginx's combined, exactly
 }
 
 TEST(AccessLog, CombinedFloodgateWritesADashForAnEmptyField) {

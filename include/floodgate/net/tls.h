@@ -1,0 +1,106 @@
+// TLS on floodgate's own transport (OpenSSL 3). The contexts are built on the main thread from
+// the configuration, once per generation, and shared read-only by every reactor: one SSL_CTX
+// per certificate, chosen by SNI when the ClientHello arrives. A connection's session runs
+// through a BIO pair, so the SSL engine never touches the socket: the Stream (stream.h) moves
+// ciphertext between the socket and the pair with its usual reads and writes, and the
+// reactor's io_uring / epoll loop still does all socket I/O. Nothing here blocks and nothing
+// on the request path takes a lock of floodgate's (OpenSSL's own reference counts are atomic).
+//
+// Thread-safety: TlsServerConfig is immutable once built (any thread); a TlsSession belongs to
+// one stream on one reactor.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <array>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "floodgate/net/tls_params.h"
+
+namespace floodgate::net {
+
+// The certificates one listener offers, by the name the client asks for (SNI).
+struct TlsListener;
+
+// The server side of a generation: every TLS listener's certificates.
+class TlsServerConfig {
+ public:
+  // Why an entry cannot be used: its index in [[server.tls]], the key ("certificate",
+  // "private_key", "ciphers", "server_names") and a message naming the file and OpenSSL's
+  // reason.
+  struct Error {
+    std::size_t entry = 0;
+    std::string key;
+    std::string message;
+    std::string text() const;  // "server.tls[0].certificate: ..."
+  };
+  // Reads every certificate and key and builds the contexts; nullptr and `error` when an entry
+  // cannot be used.
+  static std::shared_ptr<const TlsServerConfig> build(const std::vector<TlsCertParams>& entries,
+                                                      Error& error);
+  ~TlsServerConfig();
+  TlsServerConfig(const TlsServerConfig&) = delete;
+  TlsServerConfig& operator=(const TlsServerConfig&) = delete;
+
+  // The listener whose address was configured as `key`, or nullptr (a plain listener).
+  const TlsListener* listener(std::string_view key) const noexcept;
+
+  struct Cert;
+
+ private:
+  TlsServerConfig() = default;
+  std::vector<std::unique_ptr<Cert>> certs_;
+  std::vector<std::unique_ptr<TlsListener>> listeners_;
+};
+
+// The category of a TLS failure's error_code: the value is OpenSSL's reason code (SSL library),
+// the message its text ("wrong version number", "http request", "certificate verify failed").
+const boost::system::error_category& tls_category() noexcept;
+
+// What a finished handshake agreed on, for the access log and the metrics.
+struct TlsFacts {
+  std::string_view version;  // "TLSv1.2", "TLSv1.3"
+  std::string_view cipher;   // "TLS_AES_128_GCM_SHA256"
+  bool resumed = false;      // an abbreviated handshake (a session ticket)
+};
+
+// One connection's TLS state: the SSL object and the BIO pair between it and the stream.
+class TlsSession {
+ public:
+  // The server end of a connection accepted on `listener` of `config` (kept alive while the
+  // session lives: the SNI callback reads it during the handshake).
+  TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  bool ok() const noexcept { return ssl_ != nullptr; }
+  SSL* ssl() const noexcept { return ssl_; }
+  BIO* net() const noexcept { return net_; }  // floodgate's end of the pair
+  TlsFacts facts() const noexcept;
+  // "1.2" or "1.3" once the handshake finished, else "unknown" (a metric label).
+  std::string_view version_label() const noexcept;
+
+  // Ciphertext read from the socket lands here, then goes into the pair.
+  static constexpr std::size_t kInputBytes = std::size_t{16} * 1024;
+  std::array<char, kInputBytes> input;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+
+  bool established = false;  // the handshake finished
+  bool failed = false;       // a fatal error: nothing more is read or written
+  bool handshake_reported = false;
+  std::chrono::steady_clock::time_point started{};
+
+ private:
+  std::shared_ptr<const TlsServerConfig> config_;
+  SSL* ssl_ = nullptr;
+  BIO* net_ = nullptr;
+};
+
+}  // namespace floodgate::net

@@ -1,0 +1,134 @@
+// [[server.tls]] (tls_schema.h): the certificates the listeners offer. The files are read and
+// the OpenSSL contexts built when a generation is built (net::TlsServerConfig::build), so that
+// `check`, start-up and a reload all report an unusable certificate the same way; here the
+// keys are read and the listeners merged into server.listen.
+#include "tls_schema.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/net/tls.h"
+#include "values.h"
+
+namespace floodgate::config::detail {
+namespace {
+
+constexpr std::array<Choice<net::TlsVersion>, 2> kTlsVersions{{
+    {"1.2", net::TlsVersion::tls1_2},
+    {"1.3", net::TlsVersion::tls1_3},
+}};
+
+Parsed<std::string> parse_absolute_file(std::string_view path) {
+  if (path.empty() || path.front() != '/') {
+    return Parsed<std::string>::fail(
+        "must be an absolute path, e.g. \"/etc/floodgate/example.com.pem\" (floodgate runs "
+        "from / under systemd, so a relative path would not mean what it seems)");
+  }
+  return Parsed<std::string>::ok(std::string(path));
+}
+
+// An SNI name: an exact host name or "*.example.com" (one label); lower-cased.
+Parsed<std::string> parse_server_name(std::string_view text) {
+  using P = Parsed<std::string>;
+  const auto fail = [&](std::string_view why) {
+    return P::fail(quoted(text) + " is not a server name: " + std::string(why));
+  };
+  if (text == "*") {
+    return fail("leave server_names empty (or out) to make this the default certificate");
+  }
+  const bool wildcard = text.starts_with("*.");
+  const std::string_view name = wildcard ? text.substr(2) : text;
+  if (name.find('*') != std::string_view::npos) {
+    return fail("'*' is allowed only as a leading \"*.\" (one label), e.g. \"*.example.com\"");
+  }
+  if (!is_hostname(name) || name.find(':') != std::string_view::npos) {
+    return fail(
+        "use dot-separated labels of letters, digits and '-', without a port, e.g. "
+        "\"www.example.com\"");
+  }
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return P::ok(std::move(out));
+}
+
+void read_entry(TableReader& t, net::TlsCertParams& p) {
+  if (t.require("listen", R"(listen = ["0.0.0.0:443"])")) {
+    t.endpoints("listen", PortRule::zero_allowed, p.listen);
+    if (p.listen.empty() && t.peek("listen") != nullptr && t.peek("listen")->is_array()) {
+      t.error("listen",
+              "is empty; list the addresses that speak TLS with this certificate, "
+              "e.g. listen = [\"0.0.0.0:443\"]");
+    }
+  }
+  if (t.require("certificate", R"(certificate = "/etc/floodgate/example.com.pem")")) {
+    t.text("certificate", R"(certificate = "/etc/floodgate/example.com.pem")", parse_absolute_file,
+           p.certificate);
+  }
+  if (t.require("private_key", R"(private_key = "/etc/floodgate/example.com.key")")) {
+    t.text("private_key", R"(private_key = "/etc/floodgate/example.com.key")", parse_absolute_file,
+           p.private_key);
+  }
+  t.texts("server_names", "\"example.com\"", parse_server_name, p.server_names);
+  t.choice("min_version", kTlsVersions, p.min_version);
+  if (auto ciphers = t.string("ciphers", R"(ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256")")) {
+    p.ciphers = *ciphers;
+  }
+  t.boolean("session_tickets", "session_tickets = true", p.session_tickets);
+}
+
+}  // namespace
+
+void read_server_tls(TableReader& r, ServerParams& p, bool listen_written) {
+  struct Where {
+    std::string path;  // "server.tls[0]"
+    Position certificate, private_key, ciphers, server_names;
+  };
+  std::vector<Where> where;
+  const int errors_before = r.out().error_count();
+  r.tables("tls", "[[server.tls]]", "", [&](TableReader& t, size_t i) {
+    read_entry(t, p.tls.emplace_back());
+    where.push_back({"server.tls[" + std::to_string(i) + "]", t.position("certificate"),
+                     t.position("private_key"), t.position("ciphers"), t.position("server_names")});
+  });
+  if (p.tls.empty()) return;
+  // The files, as a generation will read them: an unusable one is an error at its key.
+  if (r.out().error_count() == errors_before && where.size() == p.tls.size()) {
+    net::TlsServerConfig::Error e;
+    if (!net::TlsServerConfig::build(p.tls, e)) {
+      const Where& w = where[e.entry];
+      const Position at = e.key == "private_key"    ? w.private_key
+                          : e.key == "ciphers"      ? w.ciphers
+                          : e.key == "server_names" ? w.server_names
+                                                    : w.certificate;
+      r.out().error(at, w.path + "." + e.key, e.message);
+    }
+  }
+  // TLS only: the plain default (127.0.0.1:8080) is not wanted unless written.
+  if (!listen_written) p.listen.clear();
+  const auto plain_end = static_cast<std::ptrdiff_t>(p.listen.size());
+  for (size_t i = 0; i < p.tls.size(); ++i) {
+    for (const Endpoint& at : p.tls[i].listen) {
+      const bool plain = std::any_of(p.listen.begin(), p.listen.begin() + plain_end,
+                                     [&](const Endpoint& e) { return e.text == at.text; });
+      bool tls_before = false;
+      for (size_t j = 0; j < i && !tls_before; ++j) {
+        tls_before = std::any_of(p.tls[j].listen.begin(), p.tls[j].listen.end(),
+                                 [&](const Endpoint& e) { return e.text == at.text; });
+      }
+      if (plain) {
+        r.error("tls", "server.tls[" + std::to_string(i) + "].listen: " + quoted(at.text) +
+                           " is also in server.listen; an address speaks TLS or plain HTTP, "
+                           "never both: give TLS its own port (e.g. 443) or remove it from "
+                           "server.listen");
+      } else if (!tls_before) {
+        p.listen.push_back(at);
+      }
+    }
+  }
+}
+
+}  // namespace floodgate::config::detail

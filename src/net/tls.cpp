@@ -1,0 +1,331 @@
+// TLS contexts and sessions (tls.h).
+#include "floodgate/net/tls.h"
+
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace floodgate::net {
+
+namespace {
+
+// Each direction of a connection's BIO pair: a little more than one full TLS record.
+constexpr std::size_t kPairBytes = std::size_t{17} * 1024;
+// Session tickets per full TLS 1.3 handshake (OpenSSL sends two by default; browsers use one).
+constexpr std::size_t kTicketsPerHandshake = 1;
+
+// OpenSSL's reason for the most recent failure on this thread, and the queue cleared (the
+// queue is per thread: a reason left behind would be read by the next connection).
+std::string openssl_reason() {
+  unsigned long last = 0;
+  while (const unsigned long e = ERR_get_error()) last = e;
+  if (last == 0) return "unknown OpenSSL error";
+  if (ERR_GET_LIB(last) == ERR_LIB_SYS) {
+    char text[128];
+    return ::strerror_r(ERR_GET_REASON(last), text, sizeof(text));
+  }
+  const char* reason = ERR_reason_error_string(last);
+  return reason != nullptr ? reason : "unknown OpenSSL error";
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+class TlsCategory final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "tls"; }
+  std::string message(int value) const override {
+    const char* reason = ERR_reason_error_string(ERR_PACK(ERR_LIB_SSL, 0, value));
+    return reason != nullptr ? reason : "TLS failure";
+  }
+};
+
+// ALPN: http/1.1 when the client offers it. A client offering only others (h2) gets no ALPN
+// answer and decides itself (most fall back to HTTP/1.1), as nginx does.
+int select_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
+                const unsigned char* in, unsigned int inlen, void* /*arg*/) {
+  static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  for (unsigned int i = 0; i < inlen;) {
+    const unsigned int len = in[i];
+    if (i + 1 + len > inlen) break;
+    if (len == sizeof(kHttp11) - 1 && std::memcmp(in + i + 1, kHttp11 + 1, len) == 0) {
+      *out = in + i + 1;
+      *outlen = static_cast<unsigned char>(len);
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + len;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+int client_hello(SSL* ssl, int* alert, void* arg);
+
+}  // namespace
+
+struct TlsServerConfig::Cert {
+  SSL_CTX* ctx = nullptr;
+  TlsCertParams params;
+  std::size_t index = 0;  // in [[server.tls]]
+  ~Cert() { SSL_CTX_free(ctx); }
+};
+
+struct TlsListener {
+  std::string key;                                  // the listen address as configured
+  const TlsServerConfig::Cert* fallback = nullptr;  // the default certificate
+  // Where this listener's handshakes start: the default certificate's settings, with the
+  // ClientHello callback that knows this listener.
+  SSL_CTX* ctx = nullptr;
+  ~TlsListener() { SSL_CTX_free(ctx); }
+  // Exact names and wildcard suffixes ("*.example.com" as "example.com"), sorted by name.
+  std::vector<std::pair<std::string, const TlsServerConfig::Cert*>> exact;
+  std::vector<std::pair<std::string, const TlsServerConfig::Cert*>> wildcard;
+
+  static const TlsServerConfig::Cert* find(
+      const std::vector<std::pair<std::string, const TlsServerConfig::Cert*>>& names,
+      std::string_view name) {
+    const auto it = std::lower_bound(names.begin(), names.end(), name,
+                                     [](const auto& e, std::string_view n) { return e.first < n; });
+    return it != names.end() && it->first == name ? it->second : nullptr;
+  }
+  // The certificate for an SNI name (any case), or the default.
+  const TlsServerConfig::Cert* choose(std::string_view sni) const {
+    std::array<char, 256> buf{};
+    if (sni.empty() || sni.size() >= buf.size()) return fallback;
+    for (std::size_t i = 0; i < sni.size(); ++i) {
+      buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(sni[i])));
+    }
+    const std::string_view name(buf.data(), sni.size());
+    if (const auto* c = find(exact, name)) return c;
+    if (const std::size_t dot = name.find('.'); dot != std::string_view::npos && dot > 0) {
+      if (const auto* c = find(wildcard, name.substr(dot + 1))) return c;
+    }
+    return fallback;
+  }
+};
+
+namespace {
+
+// The ClientHello callback runs before the version is chosen: the certificate for the client's
+// SNI is switched in here, with its entry's versions, suites and ticket setting (HAProxy
+// switches its contexts at this point too).
+int client_hello(SSL* ssl, int* /*alert*/, void* arg) {
+  const auto& listener = *static_cast<const TlsListener*>(arg);
+  std::string_view sni;
+  const unsigned char* p = nullptr;
+  std::size_t len = 0;
+  // server_name extension: list length (2), then entries of type (1), length (2), name.
+  if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) == 1 && len > 5 &&
+      p[2] == TLSEXT_NAMETYPE_host_name) {
+    const std::size_t list = (std::size_t{p[0]} << 8) | p[1];
+    const std::size_t name = (std::size_t{p[3]} << 8) | p[4];
+    if (list + 2 <= len && name + 3 <= list) sni = {reinterpret_cast<const char*>(p + 5), name};
+  }
+  const TlsServerConfig::Cert* cert = listener.choose(sni);
+  if (cert != listener.fallback) {
+    SSL_set_SSL_CTX(ssl, cert->ctx);
+    // SSL_set_SSL_CTX takes the certificate, not the settings: these follow the entry.
+    SSL_set_min_proto_version(
+        ssl, cert->params.min_version == TlsVersion::tls1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    SSL_set_options(ssl, SSL_CTX_get_options(cert->ctx));
+    SSL_clear_options(ssl, ~SSL_CTX_get_options(cert->ctx));
+    SSL_set_num_tickets(ssl, SSL_CTX_get_num_tickets(cert->ctx));
+    const std::string& ciphers = cert->params.ciphers;
+    SSL_set_cipher_list(ssl, ciphers.empty() ? kDefaultTls12Ciphers.data() : ciphers.c_str());
+  }
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+// Why a file cannot be read, in the words of the system ("No such file or directory").
+std::string unreadable(const std::string& path) {
+  if (::access(path.c_str(), R_OK) == 0) return {};
+  char text[128];
+  return ::strerror_r(errno, text, sizeof(text));
+}
+
+std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::size_t index,
+                                                 TlsServerConfig::Error& error) {
+  const auto fail = [&](std::string key, std::string message) {
+    error = {index, std::move(key), std::move(message)};
+    return nullptr;
+  };
+  auto cert = std::make_unique<TlsServerConfig::Cert>();
+  cert->params = p;
+  ERR_clear_error();
+  SSL_CTX* ctx = cert->ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) {
+    return fail("certificate", "cannot make a TLS context: " + openssl_reason());
+  }
+  SSL_CTX_set_min_proto_version(
+      ctx, p.min_version == TlsVersion::tls1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
+  SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+  // No renegotiation (a client-driven CPU cost with no use for a proxy), truncation by the
+  // peer read as EOF (HTTP frames its messages itself), the server's suite order.
+  uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                     SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION;
+  if (!p.session_tickets) options |= SSL_OP_NO_TICKET;
+  SSL_CTX_set_options(ctx, options);
+  SSL_CTX_set_num_tickets(ctx, p.session_tickets ? kTicketsPerHandshake : 0);
+  // Stateless tickets only: OpenSSL's server session cache takes a lock per handshake.
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  const std::string ciphers = p.ciphers.empty() ? std::string(kDefaultTls12Ciphers) : p.ciphers;
+  if (SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1) {
+    return fail("ciphers", "no cipher suite usable in \"" + ciphers + "\": " + openssl_reason() +
+                               "; write suites in OpenSSL's syntax, e.g. "
+                               "\"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256\"");
+  }
+  if (const std::string why = unreadable(p.certificate); !why.empty()) {
+    return fail("certificate", "cannot read " + p.certificate + ": " + why);
+  }
+  if (SSL_CTX_use_certificate_chain_file(ctx, p.certificate.c_str()) != 1) {
+    return fail("certificate",
+                p.certificate + " is not a usable PEM certificate chain: " + openssl_reason());
+  }
+  if (const std::string why = unreadable(p.private_key); !why.empty()) {
+    return fail("private_key", "cannot read " + p.private_key + ": " + why);
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, p.private_key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+      ERR_clear_error();
+      return fail("private_key", p.private_key + " does not belong to the certificate in " +
+                                     p.certificate + " (key values mismatch)");
+    }
+    return fail("private_key",
+                p.private_key + " is not a usable PEM private key: " + openssl_reason());
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    return fail("private_key", p.private_key + " does not belong to the certificate in " +
+                                   p.certificate + ": " + openssl_reason());
+  }
+  SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
+  return cert;
+}
+
+}  // namespace
+
+std::string TlsServerConfig::Error::text() const {
+  return "server.tls[" + std::to_string(entry) + "]." + key + ": " + message;
+}
+
+std::shared_ptr<const TlsServerConfig> TlsServerConfig::build(
+    const std::vector<TlsCertParams>& entries, Error& error) {
+  std::shared_ptr<TlsServerConfig> cfg(new TlsServerConfig());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    auto cert = load_cert(entries[i], i, error);
+    if (!cert) return nullptr;
+    cert->index = i;
+    cfg->certs_.push_back(std::move(cert));
+  }
+  // Each listener: the certificates that list it, the default being the first without names
+  // (else the first).
+  for (const auto& cert : cfg->certs_) {
+    for (const Endpoint& at : cert->params.listen) {
+      auto it = std::find_if(cfg->listeners_.begin(), cfg->listeners_.end(),
+                             [&](const auto& l) { return l->key == at.text; });
+      if (it == cfg->listeners_.end()) {
+        cfg->listeners_.push_back(std::make_unique<TlsListener>());
+        cfg->listeners_.back()->key = at.text;
+        it = std::prev(cfg->listeners_.end());
+      }
+      TlsListener& l = **it;
+      if (l.fallback == nullptr ||
+          (!l.fallback->params.server_names.empty() && cert->params.server_names.empty())) {
+        l.fallback = cert.get();
+      }
+      for (const std::string& name : cert->params.server_names) {
+        const std::string n = lower(name);
+        if (n.starts_with("*.")) {
+          l.wildcard.emplace_back(n.substr(2), cert.get());
+        } else {
+          l.exact.emplace_back(n, cert.get());
+        }
+      }
+    }
+  }
+  for (const auto& l : cfg->listeners_) {
+    auto start = load_cert(l->fallback->params, l->fallback->index, error);
+    if (!start) return nullptr;
+    l->ctx = std::exchange(start->ctx, nullptr);
+    SSL_CTX_set_client_hello_cb(l->ctx, client_hello, l.get());
+    std::stable_sort(l->exact.begin(), l->exact.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(l->wildcard.begin(), l->wildcard.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto* names : {&l->exact, &l->wildcard}) {
+      const auto same =
+          std::adjacent_find(names->begin(), names->end(),
+                             [](const auto& a, const auto& b) { return a.first == b.first; });
+      if (same == names->end()) continue;
+      const std::string name = (names == &l->wildcard ? "*." : "") + same->first;
+      error = {std::next(same)->second->index, "server_names",
+               "\"" + name + "\" is already served on " + l->key + " by server.tls[" +
+                   std::to_string(same->second->index) +
+                   "]; a name picks one certificate per listener"};
+      return nullptr;
+    }
+  }
+  return cfg;
+}
+
+TlsServerConfig::~TlsServerConfig() = default;
+
+const TlsListener* TlsServerConfig::listener(std::string_view key) const noexcept {
+  for (const auto& l : listeners_) {
+    if (l->key == key) return l.get();
+  }
+  return nullptr;
+}
+
+const boost::system::error_category& tls_category() noexcept {
+  static const TlsCategory category;
+  return category;
+}
+
+TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener)
+    : config_(std::move(config)) {
+  SSL* ssl = SSL_new(listener.ctx);
+  BIO* inner = nullptr;
+  if (ssl == nullptr || BIO_new_bio_pair(&inner, kPairBytes, &net_, kPairBytes) != 1) {
+    SSL_free(ssl);
+    ERR_clear_error();
+    return;
+  }
+  SSL_set_bio(ssl, inner, inner);
+  SSL_set_accept_state(ssl);
+  ssl_ = ssl;
+}
+
+TlsSession::~TlsSession() {
+  SSL_free(ssl_);  // frees the inner end of the pair too
+  BIO_free(net_);
+}
+
+TlsFacts TlsSession::facts() const noexcept {
+  if (ssl_ == nullptr || !established) return {};
+  const char* cipher = SSL_get_cipher_name(ssl_);
+  return {SSL_get_version(ssl_), cipher != nullptr ? cipher : "", SSL_session_reused(ssl_) == 1};
+}
+
+std::string_view TlsSession::version_label() const noexcept {
+  // Before the handshake finished OpenSSL reports the highest version it would accept.
+  if (ssl_ == nullptr || !established) return "unknown";
+  switch (SSL_version(ssl_)) {
+    case TLS1_2_VERSION:
+      return "1.2";
+    case TLS1_3_VERSION:
+      return "1.3";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace floodgate::net

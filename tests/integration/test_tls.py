@@ -1,0 +1,390 @@
+"""TLS on the listeners ([[server.tls]]): the certificate chosen by SNI (exact, wildcard, the
+default for an unknown or missing name), ECDSA and RSA, TLS 1.2 and 1.3, ALPN http/1.1,
+requests and keep-alive over TLS with X-Forwarded-Proto: https, large bodies both ways, the
+access log's TLS fields, the handshake metrics (results, versions, duration, resumption with a
+session ticket), a plain-HTTP client on the TLS port closed without an HTTP answer, a silent
+client closed after header_timeout, `openssl s_client`, certificate files replaced and
+reloaded under load (established connections kept, a broken file refused), and `check`
+naming an unusable file.
+Certificates come from a test CA made with the openssl command line (tls_certs.py)."""
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import unittest
+
+from backend import Backend, big_body
+from harness import FloodgateTestCase, TlsConn, floodgate_bin, poll, render_toml, upstream
+from tls_certs import TestCA
+
+
+def client_context(ca=None, minimum=None, maximum=None, alpn=None):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if ca:
+        ctx.load_verify_locations(ca)
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if minimum:
+        ctx.minimum_version = minimum
+    if maximum:
+        ctx.maximum_version = maximum
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+def peer_cn(conn):
+    """The CN of the certificate the server sent (binary form, parsed by openssl)."""
+    der = conn.sock.getpeercert(binary_form=True)
+    p = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-subject",
+                        "-nameopt", "multiline"], input=der, capture_output=True, timeout=30)
+    for line in p.stdout.decode().splitlines():
+        if "commonName" in line:
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+class TlsListeners(FloodgateTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        a_cert, a_key = cls.ca.leaf("a", ["a.test", "*.a.test"], kind="ec")
+        b_cert, b_key = cls.ca.leaf("b", ["b.test"], kind="rsa")
+        d_cert, d_key = cls.ca.leaf("default", ["default.test"], kind="ec")
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate(
+            [upstream("app", [cls.backend])],
+            server={"header_timeout": "2s"},
+            tls=[{"certificate": a_cert, "private_key": a_key,
+                  "server_names": ["a.test", "*.a.test"]},
+                 {"certificate": b_cert, "private_key": b_key, "server_names": ["b.test"]},
+                 {"certificate": d_cert, "private_key": d_key}])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    def conn(self, name, **kw):
+        return TlsConn(self.fg.tls_port, client_context(self.ca.cert, **kw), name)
+
+    # --- certificates by SNI ----------------------------------------------------------------
+    def test_sni_picks_the_certificate_of_the_name_and_it_verifies(self):
+        with self.conn("a.test") as c:
+            self.assertEqual(peer_cn(c), "a.test")
+        with self.conn("b.test") as c:
+            self.assertEqual(peer_cn(c), "b.test")
+            self.assertIn("RSA", c.sock.cipher()[0] if c.sock.version() == "TLSv1.2" else "RSA")
+
+    def test_a_wildcard_name_matches_one_label(self):
+        with self.conn("www.a.test") as c:
+            self.assertEqual(peer_cn(c), "a.test")
+        with TlsConn(self.fg.tls_port, client_context(), "x.www.a.test") as c:
+            self.assertEqual(peer_cn(c), "default.test")
+
+    def test_an_unknown_or_missing_name_gets_the_default_certificate(self):
+        with TlsConn(self.fg.tls_port, client_context(), "unknown.test") as c:
+            self.assertEqual(peer_cn(c), "default.test")
+        with TlsConn(self.fg.tls_port, client_context(), None) as c:
+            self.assertEqual(peer_cn(c), "default.test")
+
+    # --- versions and ALPN ------------------------------------------------------------------
+    def test_tls_1_2_and_1_3_are_both_served(self):
+        with self.conn("a.test", maximum=ssl.TLSVersion.TLSv1_2) as c:
+            self.assertEqual(c.sock.version(), "TLSv1.2")
+            self.assertEqual(c.request("GET", "/echo?v=12", host="a.test").status, 200)
+        with self.conn("a.test", minimum=ssl.TLSVersion.TLSv1_3) as c:
+            self.assertEqual(c.sock.version(), "TLSv1.3")
+            self.assertEqual(c.request("GET", "/echo?v=13", host="a.test").status, 200)
+
+    def test_alpn_selects_http_1_1_and_answers_nothing_to_h2_alone(self):
+        with self.conn("a.test", alpn=["h2", "http/1.1"]) as c:
+            self.assertEqual(c.sock.selected_alpn_protocol(), "http/1.1")
+        with self.conn("a.test", alpn=["h2"]) as c:
+            self.assertIsNone(c.sock.selected_alpn_protocol())
+
+    # --- requests over TLS ------------------------------------------------------------------
+    def test_requests_over_tls_are_forwarded_with_x_forwarded_proto_https(self):
+        with self.conn("a.test") as c:
+            for i in range(3):  # keep-alive over one session
+                r = c.request("GET", "/echo?tls=%d" % i, host="a.test")
+                self.assertEqual(r.status, 200, r)
+                self.assertNotIn("close", r.connection_tokens(), r)
+        rec = self.backend.wait_for_target("/echo?tls=2")
+        self.assertEqual(rec.header_values("X-Forwarded-Proto"), ["https"])
+        plain = self.fg.get("/echo?plain=1")
+        self.assertEqual(plain.status, 200, plain)
+        self.assertEqual(self.backend.wait_for_target("/echo?plain=1")
+                         .header_values("X-Forwarded-Proto"), ["http"])
+
+    def test_large_bodies_cross_tls_both_ways(self):
+        body = big_body(256 << 10)
+        with self.conn("a.test") as c:
+            r = c.request("POST", "/echo?upload=1", body=body, host="a.test")
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["body"].encode("latin-1"), body)
+            r = c.request("GET", "/big?bytes=%d" % (4 << 20), host="a.test")
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body, big_body(4 << 20))
+
+    def test_access_log_records_the_tls_version_and_cipher(self):
+        with self.conn("a.test", minimum=ssl.TLSVersion.TLSv1_3) as c:
+            cipher = c.sock.cipher()[0]
+            self.assertEqual(c.request("GET", "/echo?logged=tls", host="a.test").status, 200)
+        entry = poll(lambda: next((e for e in self.fg.access_log_entries()
+                                   if e.get("target") == "/echo?logged=tls"), None),
+                     what="the access log line")
+        self.assertEqual(entry["tls_version"], "TLSv1.3")
+        self.assertEqual(entry["tls_cipher"], cipher)
+
+    # --- handshakes -------------------------------------------------------------------------
+    def test_handshakes_are_counted_by_result_and_version_with_their_duration(self):
+        before = self.fg.metrics()
+        ok13 = before.value("floodgate_tls_handshakes_total", result="ok", version="1.3")
+        ok12 = before.value("floodgate_tls_handshakes_total", result="ok", version="1.2")
+        count = before.value("floodgate_tls_handshake_duration_seconds_count")
+        with self.conn("a.test", minimum=ssl.TLSVersion.TLSv1_3):
+            pass
+        with self.conn("a.test", maximum=ssl.TLSVersion.TLSv1_2):
+            pass
+        poll(lambda: self.fg.metrics().value("floodgate_tls_handshakes_total", result="ok",
+                                             version="1.2") == ok12 + 1, what="1.2 counted")
+        after = self.fg.metrics()
+        self.assertEqual(after.value("floodgate_tls_handshakes_total", result="ok",
+                                     version="1.3"), ok13 + 1)
+        self.assertEqual(after.value("floodgate_tls_handshake_duration_seconds_count"),
+                         count + 2)
+
+    def test_a_session_ticket_resumes_the_session_and_is_counted(self):
+        ctx = client_context(self.ca.cert, minimum=ssl.TLSVersion.TLSv1_3)
+        with TlsConn(self.fg.tls_port, ctx, "a.test") as c:
+            self.assertEqual(c.request("GET", "/echo?ticket=1", host="a.test").status, 200)
+            session = c.sock.session  # the ticket came after the handshake, with the response
+        before = self.fg.metrics().value("floodgate_tls_resumptions_total")
+        with TlsConn(self.fg.tls_port, ctx, "a.test", session=session) as c:
+            self.assertEqual(c.request("GET", "/echo?ticket=2", host="a.test").status, 200)
+            self.assertTrue(c.sock.session_reused)
+        poll(lambda: self.fg.metrics().value("floodgate_tls_resumptions_total") == before + 1,
+             what="the resumption counted")
+
+    def test_plain_http_on_the_tls_port_is_closed_without_an_http_answer(self):
+        before = self.fg.metrics().value("floodgate_tls_handshakes_total", result="failed",
+                                         version="unknown")
+        s = socket.create_connection(("127.0.0.1", self.fg.tls_port), timeout=10)
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            got = b""
+            while True:
+                data = s.recv(4096)
+                if not data:
+                    break
+                got += data
+        except ConnectionResetError:
+            got = got if "got" in dir() else b""
+        finally:
+            s.close()
+        self.assertFalse(got.startswith(b"HTTP/"), got)
+        poll(lambda: self.fg.metrics().value("floodgate_tls_handshakes_total", result="failed",
+                                             version="unknown") == before + 1,
+             what="the failed handshake counted")
+
+    def test_a_client_that_never_finishes_the_handshake_is_closed_after_header_timeout(self):
+        before = self.fg.metrics().value("floodgate_tls_handshakes_total", result="timeout",
+                                         version="unknown")
+        s = socket.create_connection(("127.0.0.1", self.fg.tls_port), timeout=15)
+        try:
+            self.assertEqual(s.recv(4096), b"")  # closed by floodgate, nothing sent
+        finally:
+            s.close()
+        poll(lambda: self.fg.metrics().value("floodgate_tls_handshakes_total", result="timeout",
+                                             version="unknown") == before + 1,
+             what="the timeout counted")
+
+    def test_openssl_s_client_negotiates_tls_1_2_with_the_named_certificate(self):
+        p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.fg.tls_port,
+                            "-servername", "b.test", "-tls1_2", "-CAfile", self.ca.cert,
+                            "-verify_return_error", "-brief"],
+                           input=b"", capture_output=True, timeout=30)
+        out = (p.stdout + p.stderr).decode()
+        self.assertIn("Protocol version: TLSv1.2", out)
+        self.assertIn("CN = b.test", out)
+        self.assertIn("Verification: OK", out)
+
+
+class TlsCertificateReload(FloodgateTestCase):
+    """SIGHUP with replaced certificate files: new handshakes get the new certificate while
+    requests keep flowing, an established TLS connection carries on, and a broken file keeps
+    the old certificate with the reason in the log."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        cls.first = cls.ca.leaf("first", ["r.test"])
+        cls.second = cls.ca.leaf("second", ["r.test", "second.r.test"])
+        cls.cert = os.path.join(cls.ca.dir, "live.pem")
+        cls.key = os.path.join(cls.ca.dir, "live.key")
+        cls.install(cls.first)
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     tls=[{"certificate": cls.cert, "private_key": cls.key}])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    @classmethod
+    def install(cls, pair):
+        for src, dst in zip(pair, (cls.cert, cls.key)):
+            with open(src, "rb") as f, open(dst + ".new", "wb") as g:
+                g.write(f.read())
+            os.replace(dst + ".new", dst)  # as a certificate manager swaps files
+
+    def names(self):
+        with TlsConn(self.fg.tls_port, client_context(self.ca.cert), "r.test") as c:
+            der = c.sock.getpeercert()
+            return sorted(v for k, v in der.get("subjectAltName", ()) if k == "DNS")
+
+    def reloads(self, result):
+        return self.fg.metrics().value("floodgate_config_reloads_total", result=result)
+
+    def test_new_files_apply_to_new_handshakes_and_established_connections_carry_on(self):
+        self.assertEqual(self.names(), ["r.test"])
+        established = TlsConn(self.fg.tls_port, client_context(self.ca.cert), "r.test")
+        self.assertEqual(established.request("GET", "/echo?before", host="r.test").status, 200)
+        failures, done, served = [], threading.Event(), [0]
+
+        def load():  # requests on fresh TLS connections all through the reload
+            while not done.is_set():
+                try:
+                    with TlsConn(self.fg.tls_port, client_context(self.ca.cert), "r.test") as c:
+                        r = c.request("GET", "/echo?during", host="r.test")
+                        if r.status != 200:
+                            failures.append(r.status)
+                        served[0] += 1
+                except Exception as e:  # noqa: BLE001 - any failure is the test's failure
+                    failures.append(repr(e))
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            poll(lambda: served[0] >= 5, what="requests before the reload")
+            ok = self.reloads("ok")
+            self.install(self.second)
+            self.fg.signal(signal.SIGHUP)
+            poll(lambda: self.reloads("ok") == ok + 1, what="the reload")
+            poll(lambda: self.names() == ["r.test", "second.r.test"], what="the new certificate")
+            at_reload = served[0]
+            poll(lambda: served[0] >= at_reload + 5, what="requests after the reload")
+        finally:
+            done.set()
+            t.join(30)
+        self.assertEqual(failures, [])
+        with established:
+            self.assertEqual(established.request("GET", "/echo?after", host="r.test").status, 200)
+        self.install(self.first)
+        ok = self.reloads("ok")
+        self.fg.signal(signal.SIGHUP)
+        poll(lambda: self.reloads("ok") == ok + 1, what="the reload back")
+
+    def test_a_broken_certificate_file_keeps_the_old_certificate_and_says_why(self):
+        before = self.names()
+        errors = self.reloads("error")
+        with open(self.cert, "w") as f:
+            f.write("not a certificate\n")
+        try:
+            self.fg.signal(signal.SIGHUP)
+            poll(lambda: self.reloads("error") == errors + 1, what="the refused reload")
+            self.assertEqual(self.names(), before)
+            poll(lambda: b"is not a usable PEM certificate chain" in self.fg.stderr_bytes(),
+                 what="the reason in the log")
+        finally:
+            self.install(self.first if before == ["r.test"] else self.second)
+
+
+class TlsConfiguration(unittest.TestCase):
+    """`floodgate check` on [[server.tls]] entries: every file error names the file and the
+    reason, at the key's position."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        cls.cert, cls.key = cls.ca.leaf("a", ["a.test"])
+        cls.other_cert, cls.other_key = cls.ca.leaf("o", ["o.test"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ca.cleanup()
+
+    def check(self, tls, listen=None):
+        server = {"listen": listen or ["127.0.0.1:18080"], "tls": tls}
+        cfg = {"server": server, "upstreams": [{"name": "app", "servers": ["127.0.0.1:9"]}],
+               "routes": [{"upstream": "app"}]}
+        path = os.path.join(self.ca.dir, "check.toml")
+        with open(path, "w") as f:
+            f.write(render_toml(cfg))
+        p = subprocess.run([floodgate_bin(), "check", "-c", path], capture_output=True,
+                           timeout=30)
+        return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    def test_a_valid_entry_passes(self):
+        rc, out = self.check([{"listen": ["127.0.0.1:18443"], "certificate": self.cert,
+                               "private_key": self.key}])
+        self.assertEqual(rc, 0, out)
+
+    def test_a_missing_certificate_file_is_named_with_the_reason(self):
+        missing = os.path.join(self.ca.dir, "nope.pem")
+        rc, out = self.check([{"listen": ["127.0.0.1:18443"], "certificate": missing,
+                               "private_key": self.key}])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("server.tls[0].certificate", out)
+        self.assertIn(missing, out)
+        self.assertIn("No such file or directory", out)
+
+    def test_a_key_of_another_certificate_is_refused(self):
+        rc, out = self.check([{"listen": ["127.0.0.1:18443"], "certificate": self.cert,
+                               "private_key": self.other_key}])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("server.tls[0].private_key", out)
+        self.assertIn("does not belong to the certificate", out)
+
+    def test_a_file_that_is_not_pem_is_refused_with_openssls_reason(self):
+        rc, out = self.check([{"listen": ["127.0.0.1:18443"], "certificate": self.ca.dir +
+                               "/a.ext", "private_key": self.key}])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("is not a usable PEM certificate chain", out)
+
+    def test_an_address_cannot_be_both_plain_and_tls(self):
+        rc, out = self.check([{"listen": ["127.0.0.1:18080"], "certificate": self.cert,
+                               "private_key": self.key}])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("never both", out)
+
+    def test_a_name_served_twice_on_a_listener_is_refused(self):
+        rc, out = self.check([
+            {"listen": ["127.0.0.1:18443"], "certificate": self.cert, "private_key": self.key,
+             "server_names": ["a.test"]},
+            {"listen": ["127.0.0.1:18443"], "certificate": self.other_cert,
+             "private_key": self.other_key, "server_names": ["A.test"]}])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("server.tls[1].server_names", out)
+
+    def test_a_relative_path_is_refused(self):
+        rc, out = self.check([{"listen": ["127.0.0.1:18443"], "certificate": "a.pem",
+                               "private_key": self.key}])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("absolute path", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
