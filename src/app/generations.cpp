@@ -157,6 +157,7 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
   for (const UpstreamParams& p : cfg.upstreams) capacities.push_back(resilience::pool_capacity(p));
   snap->max_inflight =
       resilience::resolve_max_inflight(cfg.resilience.inflight, reactors_, capacities);
+  snap->inflight_shadow = cfg.resilience.inflight.mode == resilience::Mode::shadow;
   snap->protection = proxy::LocalProtection::of(cfg.resilience, snap->max_inflight, protection_);
   for (const auto& up : snap->upstreams) {
     up->route_cap = snap->protection.route_cap(up->params.name);

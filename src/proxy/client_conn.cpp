@@ -84,6 +84,7 @@ void ClientConn::start() {
   self_ = Ref<ClientConn>(this);
   if (adopt_error_ != 0) return close();  // the poller could not take the socket
   if (tls_listener_ != nullptr) {
+    if (!admit_handshake()) return close();
     // The first read runs the handshake; header_timeout covers it and the first head.
     auto session = std::make_unique<net::TlsSession>(reactor_.snapshot().tls,
                                                      *std::exchange(tls_listener_, nullptr));
@@ -483,7 +484,25 @@ void ClientConn::linger_close() {
   do_client_read();
 }
 
+// A handshake costs far more CPU than a request: while it runs it holds a slot of the front
+// in-flight cap, so a flood of new TLS connections cannot take the CPU admitted requests need.
+// At the cap the connection is closed before its ClientHello is read (it cannot be answered
+// 429 before TLS); in shadow mode it goes on and the would-be refusal is counted.
+bool ClientConn::admit_handshake() noexcept {
+  const Snapshot& snap = reactor_.snapshot();
+  if (snap.max_inflight == 0) return true;
+  handshake_permit_ = snap.front_state->inflight.try_enter();
+  if (handshake_permit_) return true;
+  if (snap.inflight_shadow) {
+    reactor_.metrics().shadow_rejected(StageId::inflight, Reason::inflight_cap);
+    return true;
+  }
+  reactor_.metrics().tls_handshake(TlsHandshakeResult::refused, kTlsVersionUnknown);
+  return false;
+}
+
 void ClientConn::on_tls_handshake(Handshake result) noexcept {
+  handshake_permit_.release();
   const net::TlsSession& tls = *client_.tls();
   const std::size_t v = tls_version_index(tls.version_label());
   TlsHandshakeResult r = TlsHandshakeResult::ok;
@@ -572,6 +591,7 @@ void ClientConn::close() {
   phase_ = Phase::closing;
   client_timer_.cancel();
   hedge_timer_.cancel();
+  handshake_permit_.release();
   if (queued && ex_.wait.stage != nullptr) {  // the client went away while waiting
     Wait& w = ex_.wait;
     w.abandoned = true;

@@ -132,6 +132,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void log_request();
   void close();
   void linger_close();
+  bool admit_handshake() noexcept;  // the front in-flight cap, for a TLS handshake
   void on_client_timeout();
   void arm_client_timer(std::chrono::milliseconds d);
 
@@ -183,6 +184,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   Reactor& reactor_;
   ClientStream client_;
   const net::TlsListener* tls_listener_ = nullptr;  // until start() makes the session
+  // A slot of the front in-flight cap held by the TLS handshake, from accept to its end.
+  Permit handshake_permit_;
   // An open connection holds itself: no pending operation holds a reference (stream.h).
   // close() lets go.
   Ref<ClientConn> self_;

@@ -4,10 +4,13 @@ requests and keep-alive over TLS with X-Forwarded-Proto: https, large bodies bot
 access log's TLS fields, the handshake metrics (results, versions, duration, resumption with a
 session ticket), a plain-HTTP client on the TLS port closed without an HTTP answer, a silent
 client closed after header_timeout, `openssl s_client`, certificate files replaced and
-reloaded under load (established connections kept, a broken file refused), and `check`
+reloaded under load (established connections kept, a broken file refused), a WebSocket
+upgrade over TLS, and `check`
 naming an unusable file.
 Certificates come from a test CA made with the openssl command line (tls_certs.py)."""
 
+import base64
+import hashlib
 import os
 import signal
 import socket
@@ -16,9 +19,15 @@ import subprocess
 import threading
 import unittest
 
-from backend import Backend, big_body
-from harness import FloodgateTestCase, TlsConn, floodgate_bin, poll, render_toml, upstream
+from backend import Backend, WS_GUID, big_body
+from harness import (FloodgateTestCase, TlsConn, build_request, floodgate_bin, poll, render_toml,
+                     upstream)
 from tls_certs import TestCA
+
+
+WS_KEY = base64.b64encode(b"0123456789abcdef").decode()
+UPGRADE_HEADERS = [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                   ("Sec-WebSocket-Key", WS_KEY), ("Sec-WebSocket-Version", "13")]
 
 
 def client_context(ca=None, minimum=None, maximum=None, alpn=None):
@@ -310,6 +319,120 @@ class TlsCertificateReload(FloodgateTestCase):
                  what="the reason in the log")
         finally:
             self.install(self.first if before == ["r.test"] else self.second)
+
+
+class TlsWebSocket(FloodgateTestCase):
+    """A WebSocket upgrade over a TLS listener: the 101, then the tunnel's bytes both ways
+    through the TLS engine, and either side's close reaching the other."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        cert, key = cls.ca.leaf("ws", ["ws.test"], kind="ec")
+        cls.backend = Backend("ws").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     tls=[{"certificate": cert, "private_key": key}])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    def open_tunnel(self, target):
+        c = TlsConn(self.fg.tls_port, client_context(self.ca.cert), "ws.test")
+        c.send(build_request("GET", target, host="ws.test", headers=UPGRADE_HEADERS))
+        r = c.read_response()
+        self.assertEqual(r.status, 101, r)
+        expected = base64.b64encode(hashlib.sha1((WS_KEY + WS_GUID).encode()).digest()).decode()
+        self.assertEqual(r.header("sec-websocket-accept"), expected, r)
+        rec = self.backend.wait_for_target(target)
+        self.assertEqual(rec.header_values("x-forwarded-proto"), ["https"])
+        return c, rec
+
+    def test_the_tunnel_carries_bytes_both_ways_through_tls(self):
+        c, _ = self.open_tunnel("/ws?tls-small")
+        with c:
+            for payload in (b"ping", b"\x00\xff\r\n\r\nGET / HTTP/1.1\r\n\r\n", b"x" * 1000):
+                c.send(payload)
+                self.assertEqual(c.read_exact(len(payload)), payload)
+
+    def test_the_tunnel_carries_a_large_transfer_over_many_tls_records(self):
+        # One thread: an SSL object must not be read and written from two at once.
+        payload = os.urandom(1024 * 1024)
+        c, _ = self.open_tunnel("/ws?tls-large")
+        with c:
+            echoed = bytearray()
+            for i in range(0, len(payload), 64 * 1024):
+                c.send(payload[i:i + 64 * 1024])
+                echoed += c.read_exact(min(64 * 1024, len(payload) - i), timeout=30)
+        self.assertTrue(bytes(echoed) == payload, "the TLS tunnel corrupted the byte stream")
+
+    def test_the_client_closing_reaches_the_backend(self):
+        c, rec = self.open_tunnel("/ws?tls-client-closes")
+        c.close()
+        self.backend.wait_for(lambda b: ("peer-closed", rec.conn_id) in b.ws_events,
+                              what="the backend to see the TLS tunnel close")
+
+    def test_the_backend_closing_reaches_the_client(self):
+        c, _ = self.open_tunnel("/ws?close_after=5")
+        with c:
+            c.send(b"12345")
+            self.assertEqual(c.read_exact(5), b"12345")
+            self.assertEqual(c.wait_closed(), b"")
+
+
+class TlsHandshakesUnderTheInflightCap(FloodgateTestCase):
+    """A TLS handshake holds a slot of the front in-flight cap while it runs: at the cap a new
+    TLS connection is closed before any handshake (never answered in plain text) and counted
+    as refused; a finished handshake gives its slot back."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        cert, key = cls.ca.leaf("cap", ["cap.test"], kind="ec")
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     resilience={"inflight": {"max_inflight": 1}},
+                                     tls=[{"certificate": cert, "private_key": key}])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    def metric(self, name, **labels):
+        return self.fg.metrics().value(name, **labels)
+
+    def test_at_the_cap_a_new_tls_connection_is_closed_before_its_handshake(self):
+        refused = self.metric("floodgate_tls_handshakes_total", result="refused",
+                              version="unknown")
+        held = self.fg.conn()  # the plain listener: one request takes the only slot
+        try:
+            held.send(build_request("GET", "/hold?key=tls-cap"))
+            self.backend.wait_for_target("/hold?key=tls-cap")
+            poll(lambda: self.metric("floodgate_inflight_requests") == 1, what="the slot taken")
+            with self.assertRaises((ssl.SSLError, ConnectionError, OSError)):
+                TlsConn(self.fg.tls_port, client_context(self.ca.cert), "cap.test").close()
+            poll(lambda: self.metric("floodgate_tls_handshakes_total", result="refused",
+                                     version="unknown") == refused + 1,
+                 what="the refused handshake counted")
+            self.backend.release("tls-cap")
+            self.assertEqual(held.read_response().status, 200)
+        finally:
+            held.close()
+        poll(lambda: self.metric("floodgate_inflight_requests") == 0, what="the slot back")
+        with TlsConn(self.fg.tls_port, client_context(self.ca.cert), "cap.test") as c:
+            self.assertEqual(c.request("GET", "/echo?after-cap", host="cap.test").status, 200)
+            # Established and idle between requests: the handshake's slot was given back.
+            poll(lambda: self.metric("floodgate_inflight_requests") == 0,
+                 what="no slot held by an established TLS connection")
+            self.assertEqual(c.request("GET", "/echo?again", host="cap.test").status, 200)
 
 
 class TlsConfiguration(unittest.TestCase):

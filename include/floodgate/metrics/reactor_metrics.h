@@ -69,11 +69,12 @@ inline constexpr std::array<std::string_view, 4> kHedgeResultLabels{"sent", "won
 
 // TLS handshakes on the listeners (floodgate_tls_handshakes_total{result,version}): finished
 // (ok), refused for a protocol error or a plain-HTTP client (failed), cut short by the client
-// closing or resetting (closed), or not finished within server.header_timeout (timeout); the
-// version agreed, "unknown" for a handshake that did not finish.
-enum class TlsHandshakeResult : uint8_t { ok, failed, closed, timeout };
-inline constexpr std::array<std::string_view, 4> kTlsHandshakeResultLabels{"ok", "failed", "closed",
-                                                                           "timeout"};
+// closing or resetting (closed), not finished within server.header_timeout (timeout), or not
+// begun because the front in-flight cap was full (refused); the version agreed, "unknown" for
+// a handshake that did not finish.
+enum class TlsHandshakeResult : uint8_t { ok, failed, closed, timeout, refused };
+inline constexpr std::array<std::string_view, 5> kTlsHandshakeResultLabels{"ok", "failed", "closed",
+                                                                           "timeout", "refused"};
 inline constexpr std::array<std::string_view, 3> kTlsVersionLabels{"1.2", "1.3", "unknown"};
 inline constexpr std::size_t kTlsVersionUnknown = kTlsVersionLabels.size() - 1;
 

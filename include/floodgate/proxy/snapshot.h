@@ -183,6 +183,7 @@ struct Snapshot {
   // Each route's chain, by Route::index (pool_stage.h): pool admission last.
   std::vector<Chain> route_chains;
   uint32_t max_inflight = 0;
+  bool inflight_shadow = false;  // [resilience.inflight] mode = "shadow" (TLS handshakes read it)
   // Circuit breakers, retries and hedging (failure_policy.h).
   FailurePolicy failure;
   // Brownout, adaptive admission and the route caps (protection_stages.h).
