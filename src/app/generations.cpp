@@ -99,6 +99,14 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
     auto up = std::make_shared<proxy::Upstream>();
     up->id = ids[i];
     up->params = cfg.upstreams[i];
+    if (up->params.tls.enabled) {
+      net::TlsClientConfig::Error error;
+      up->tls = net::TlsClientConfig::build(up->params.tls, error);
+      if (!up->tls) {  // a file changed since the check
+        throw std::runtime_error("upstreams[" + std::to_string(i) + "].tls." + error.key + ": " +
+                                 error.message);
+      }
+    }
     std::map<std::string, uint32_t> seen;  // address -> occurrences so far in this pool
     for (std::size_t s = 0; s < up->params.servers.size(); ++s) {
       const ServerEntry& entry = up->params.servers[s];
@@ -125,6 +133,7 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
                                                       std::move(breaker));
             });
         up->weights.push_back(entry.weight);
+        up->hosts.push_back(entry.address.host);
         up->backends.push_back(std::move(b));
       }
     }

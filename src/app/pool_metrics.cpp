@@ -258,11 +258,13 @@ void render_backend_metrics(PrometheusWriter& w, const proxy::Snapshot& serving)
   constexpr std::string_view kFailures = "floodgate_backend_failures_total";
   w.header(kFailures,
            "Attempts at the backend that failed, by reason: upstream_connect_failed, "
-           "upstream_connect_timeout, upstream_reset, upstream_timeout, upstream_bad_response.",
+           "upstream_connect_timeout, upstream_reset, upstream_timeout, upstream_bad_response, "
+           "upstream_tls_failed.",
            MetricType::counter);
-  static constexpr Reason kKinds[] = {Reason::upstream_connect_failed,
-                                      Reason::upstream_connect_timeout, Reason::upstream_reset,
-                                      Reason::upstream_timeout, Reason::upstream_bad_response};
+  static constexpr Reason kKinds[] = {
+      Reason::upstream_connect_failed, Reason::upstream_connect_timeout,
+      Reason::upstream_reset,          Reason::upstream_timeout,
+      Reason::upstream_bad_response,   Reason::upstream_tls_failed};
   for (const auto& up : pools) {
     for (const auto& b : up->backends) {
       for (const Reason reason : kKinds) {

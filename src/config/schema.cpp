@@ -94,7 +94,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 132> kKeyHomes{{
+constexpr std::array<KeyHome, 134> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -128,6 +128,8 @@ constexpr std::array<KeyHome, 132> kKeyHomes{{
      "[upstreams.resilience] (or [resilience.inflight] for the process-wide in-flight cap, "
      "[resilience.route_queue] for the route caps and brownout)"},
     {"health", "an [[upstreams]] entry, as [upstreams.health]"},
+    {"ca_file", "[upstreams.tls] (TLS to a pool's backends)"},
+    {"verify", "[upstreams.tls] (TLS to a pool's backends)"},
     // `path` and `timeout` also read as plausible slips for path_prefix and the pool's timeouts.
     {"path", "[upstreams.health] (a route matches requests by path_prefix)"},
     {"interval", kHealth},
@@ -668,6 +670,15 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMark
           [&](TableReader& t) { read_resilience(t, u.resilience, u.servers.size(), mark); });
   r.table("health", std::string(kHealth),
           [&](TableReader& t) { read_health(t, u.health.emplace()); });
+  r.table("tls", "[upstreams.tls]", [&](TableReader& t) { read_upstream_tls(t, u.tls); });
+  if (u.tls.enabled && u.health) {
+    // The probes speak plain HTTP: against TLS backends every one would fail.
+    r.error("health",
+            "active health checks do not speak TLS yet, so with [upstreams.tls] enabled every "
+            "probe would fail and mark the backends down; remove [upstreams.health] from this "
+            "upstream (passive circuit breakers still apply) or serve the health path in the "
+            "clear on another upstream");
+  }
   warn_ignored_weights(r, u);
 }
 

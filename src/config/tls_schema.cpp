@@ -1,11 +1,12 @@
-// [[server.tls]] (tls_schema.h): the certificates the listeners offer. The files are read and
-// the OpenSSL contexts built when a generation is built (net::TlsServerConfig::build), so that
-// `check`, start-up and a reload all report an unusable certificate the same way; here the
-// keys are read and the listeners merged into server.listen.
+// [[server.tls]] (tls_schema.h): the certificates the listeners offer, and [upstreams.tls]. The
+// files are read and the OpenSSL contexts built when a generation is built
+// (net::TlsServerConfig::build), so that `check`, start-up and a reload all report an unusable
+// certificate the same way; here the keys are read and the listeners merged into server.listen.
 #include "tls_schema.h"
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/ip/address.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,21 @@ Parsed<std::string> parse_absolute_file(std::string_view path) {
         "from / under systemd, so a relative path would not mean what it seems)");
   }
   return Parsed<std::string>::ok(std::string(path));
+}
+
+// The name a backend's certificate is verified against: a host name or an IP address.
+Parsed<std::string> parse_backend_name(std::string_view text) {
+  if (!is_hostname(text) || text.find(':') != std::string_view::npos) {
+    boost::system::error_code ec;
+    boost::asio::ip::make_address(text, ec);
+    if (ec) {
+      return Parsed<std::string>::fail(quoted(text) +
+                                       " is not a host name or an IP address; write the name the "
+                                       "backends' certificates carry, without a port, e.g. "
+                                       "\"app.internal\"");
+    }
+  }
+  return Parsed<std::string>::ok(std::string(text));
 }
 
 // An SNI name: an exact host name or "*.example.com" (one label); lower-cased.
@@ -129,6 +145,36 @@ void read_server_tls(TableReader& r, ServerParams& p, bool listen_written) {
       }
     }
   }
+}
+
+void read_upstream_tls(TableReader& r, net::TlsClientParams& p) {
+  const int errors_before = r.out().error_count();
+  r.boolean("enabled", "enabled = true", p.enabled);
+  r.boolean("verify", "verify = true", p.verify);
+  r.text("ca_file", R"(ca_file = "/etc/ssl/certs/ca-certificates.crt")", parse_absolute_file,
+         p.ca_file);
+  r.text("server_name", R"(server_name = "app.internal")", parse_backend_name, p.server_name);
+  r.text("certificate", R"(certificate = "/etc/floodgate/client.pem")", parse_absolute_file,
+         p.certificate);
+  r.text("private_key", R"(private_key = "/etc/floodgate/client.key")", parse_absolute_file,
+         p.private_key);
+  r.choice("min_version", kTlsVersions, p.min_version);
+  if (p.certificate.empty() != p.private_key.empty()) {
+    const std::string_view missing = p.certificate.empty() ? "certificate" : "private_key";
+    r.error(p.certificate.empty() ? "private_key" : "certificate",
+            "a client certificate needs both certificate and private_key; add " +
+                std::string(missing) + " or remove the other");
+  }
+  if (!p.enabled) return;
+  if (!p.verify) {
+    r.warning("verify",
+              "is false: floodgate accepts any certificate from these backends, so anyone on "
+              "the path can read and change the traffic; give the backends' CA in ca_file "
+              "instead");
+  }
+  if (r.out().error_count() != errors_before) return;
+  net::TlsClientConfig::Error e;
+  if (!net::TlsClientConfig::build(p, e)) r.error(e.key, e.message);
 }
 
 }  // namespace floodgate::config::detail

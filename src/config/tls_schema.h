@@ -1,5 +1,5 @@
-// [[server.tls]]: the certificates of the TLS listeners, read inside [server]
-// (docs/configuration.md, "[[server.tls]]").
+// [[server.tls]]: the certificates of the TLS listeners, read inside [server], and
+// [upstreams.tls], TLS to a pool's backends (docs/configuration.md).
 #pragma once
 
 #include "floodgate/proxy/params.h"
@@ -11,5 +11,10 @@ namespace floodgate::config::detail {
 // addresses to p.listen (once each). `listen_written`: server.listen is in the file; when it is
 // not and TLS is configured, floodgate has no plain listener.
 void read_server_tls(TableReader& r, ServerParams& p, bool listen_written);
+
+// Reads one [upstreams.tls] table into `p` and, when it is enabled and its keys are valid, reads
+// its files as a generation will (an unusable file is an error at its key); verify = false is a
+// warning.
+void read_upstream_tls(TableReader& r, net::TlsClientParams& p);
 
 }  // namespace floodgate::config::detail

@@ -3,10 +3,12 @@
 
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/ip/address.hpp>
 #include <cerrno>
 #include <cstring>
 
@@ -212,6 +214,72 @@ std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::si
 
 }  // namespace
 
+std::shared_ptr<const TlsClientConfig> TlsClientConfig::build(const TlsClientParams& p,
+                                                              Error& error) {
+  const auto fail = [&](std::string key, std::string message) {
+    error = {std::move(key), std::move(message)};
+    return nullptr;
+  };
+  std::shared_ptr<TlsClientConfig> cfg(new TlsClientConfig());
+  cfg->params_ = p;
+  ERR_clear_error();
+  SSL_CTX* ctx = cfg->ctx_ = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) return fail("enabled", "cannot make a TLS context: " + openssl_reason());
+  SSL_CTX_set_min_proto_version(
+      ctx, p.min_version == TlsVersion::tls1_3 ? TLS1_3_VERSION : TLS1_2_VERSION);
+  SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_options(
+      ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
+  // No client session cache: every new backend connection makes a full handshake, and pooled
+  // keep-alive connections make new ones rare (docs/configuration.md, "[upstreams.tls]").
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  SSL_CTX_set_alpn_protos(ctx, kHttp11, sizeof(kHttp11));  // 0 is success here
+  SSL_CTX_set_verify(ctx, p.verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
+  if (p.ca_file.empty()) {
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+      return fail("ca_file", "cannot load the system's CA store: " + openssl_reason() +
+                                 "; name a PEM bundle, e.g. ca_file = "
+                                 "\"/etc/ssl/certs/ca-certificates.crt\"");
+    }
+  } else {
+    if (const std::string why = unreadable(p.ca_file); !why.empty()) {
+      return fail("ca_file", "cannot read " + p.ca_file + ": " + why);
+    }
+    if (SSL_CTX_load_verify_locations(ctx, p.ca_file.c_str(), nullptr) != 1) {
+      return fail("ca_file",
+                  p.ca_file + " is not a usable PEM certificate bundle: " + openssl_reason());
+    }
+  }
+  if (!p.certificate.empty()) {
+    if (const std::string why = unreadable(p.certificate); !why.empty()) {
+      return fail("certificate", "cannot read " + p.certificate + ": " + why);
+    }
+    if (SSL_CTX_use_certificate_chain_file(ctx, p.certificate.c_str()) != 1) {
+      return fail("certificate",
+                  p.certificate + " is not a usable PEM certificate chain: " + openssl_reason());
+    }
+    if (const std::string why = unreadable(p.private_key); !why.empty()) {
+      return fail("private_key", "cannot read " + p.private_key + ": " + why);
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, p.private_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+      const bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+      const std::string reason = openssl_reason();
+      return fail("private_key",
+                  mismatch ? p.private_key + " does not belong to the certificate in " +
+                                 p.certificate + " (key values mismatch)"
+                           : p.private_key + " is not a usable PEM private key: " + reason);
+    }
+  }
+  return cfg;
+}
+
+TlsClientConfig::~TlsClientConfig() {
+  SSL_CTX_free(ctx_);
+}
+
 std::string TlsServerConfig::Error::text() const {
   return "server.tls[" + std::to_string(entry) + "]." + key + ": " + message;
 }
@@ -290,18 +358,61 @@ const boost::system::error_category& tls_category() noexcept {
   return category;
 }
 
+namespace {
+
+// A new SSL object of `ctx` on a BIO pair; nullptr (and `net` untouched) when OpenSSL is out of
+// memory.
+SSL* new_on_pair(SSL_CTX* ctx, BIO*& net) {
+  SSL* ssl = SSL_new(ctx);
+  BIO* inner = nullptr;
+  if (ssl == nullptr || BIO_new_bio_pair(&inner, kPairBytes, &net, kPairBytes) != 1) {
+    SSL_free(ssl);
+    ERR_clear_error();
+    return nullptr;
+  }
+  SSL_set_bio(ssl, inner, inner);
+  return ssl;
+}
+
+}  // namespace
+
 TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener)
     : config_(std::move(config)) {
-  SSL* ssl = SSL_new(listener.ctx);
-  BIO* inner = nullptr;
-  if (ssl == nullptr || BIO_new_bio_pair(&inner, kPairBytes, &net_, kPairBytes) != 1) {
+  ssl_ = new_on_pair(listener.ctx, net_);
+  if (ssl_ != nullptr) SSL_set_accept_state(ssl_);
+}
+
+TlsSession::TlsSession(std::shared_ptr<const TlsClientConfig> config, std::string_view host)
+    : client_(std::move(config)) {
+  SSL* ssl = new_on_pair(client_->ctx(), net_);
+  if (ssl == nullptr) return;
+  SSL_set_connect_state(ssl);
+  const TlsClientParams& p = client_->params();
+  const std::string name(p.server_name.empty() ? host : std::string_view(p.server_name));
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(name, ec);
+  const bool ip = !ec;
+  bool ok = ip || SSL_set_tlsext_host_name(ssl, name.c_str()) == 1;
+  if (ok && p.verify) {
+    ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) == 1
+            : SSL_set1_host(ssl, name.c_str()) == 1;
+    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  }
+  if (!ok) {
     SSL_free(ssl);
+    BIO_free(std::exchange(net_, nullptr));
     ERR_clear_error();
     return;
   }
-  SSL_set_bio(ssl, inner, inner);
-  SSL_set_accept_state(ssl);
   ssl_ = ssl;
+}
+
+std::string_view TlsSession::verify_failure() const noexcept {
+  if (ssl_ == nullptr || client_ == nullptr) return {};
+  const long result = SSL_get_verify_result(ssl_);
+  if (result == X509_V_OK) return {};
+  const char* text = X509_verify_cert_error_string(result);
+  return text != nullptr ? text : "certificate verification failed";
 }
 
 TlsSession::~TlsSession() {

@@ -27,6 +27,16 @@ Backend::Stats& stats_of(const Upstream& up, int32_t b, const Reactor& reactor) 
   return up.backends[static_cast<std::size_t>(b)]->stats[reactor.index()];
 }
 
+// A pooled connection serves `up` only if it speaks TLS as `up` says now: plain for a plain pool,
+// and under the same [upstreams.tls] parameters (the contexts of a reload that changed nothing
+// else are new, the connections made under the old ones still fit).
+bool same_tls(const BackendConn& c, const Upstream& up) noexcept {
+  const net::TlsSession* session = c.tls();
+  const net::TlsClientConfig* had = session != nullptr ? session->client() : nullptr;
+  const net::TlsClientConfig* want = up.tls.get();
+  return had == want || (had != nullptr && want != nullptr && had->params() == want->params());
+}
+
 }  // namespace
 
 Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout(); }, this) {}
@@ -66,7 +76,7 @@ void Attempt::reset() noexcept {
   role_ = AttemptRole::primary;
   started_ = ended_ = connecting_ = backend_writing_ = false;
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
-  stale_retried_ = request_sent_ = false;
+  stale_retried_ = request_sent_ = tls_failed_ = false;
   begun_at_ = connected_at_ = head_at_ = {};
 }
 
@@ -95,7 +105,12 @@ void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
   connected_at_ = head_at_ = {};
   Backend& peer = *up.backends[backend];
   Backend::Stats& stats = peer.stats[client_->reactor().index()];
-  if (Ref<BackendConn> idle = client_->reactor().take_idle(peer)) {
+  Ref<BackendConn> idle = client_->reactor().take_idle(peer);
+  if (idle && !same_tls(*idle, up)) {
+    idle->close();  // made under other [upstreams.tls] settings (a reload changed them)
+    idle = {};
+  }
+  if (idle) {
     stats.reuses.add();
     connected_at_ = begun_at_;
     conn_ = std::move(idle);
@@ -119,12 +134,58 @@ void Attempt::connect(const asio::ip::tcp::endpoint& to, std::chrono::millisecon
 }
 
 void Attempt::on_connected(const error_code& ec) {
+  if (ec) {
+    connecting_ = false;
+    timer_.cancel();
+    return fail(Reason::upstream_connect_failed, ec.value());
+  }
+  if (up_->tls) {
+    // The handshake runs with the request's first read and write; connect_timeout goes on
+    // covering it (nginx's proxy_connect_timeout does the same).
+    auto session =
+        std::make_unique<net::TlsSession>(up_->tls, up_->hosts[static_cast<std::size_t>(backend_)]);
+    if (!session->ok()) {
+      connecting_ = false;
+      timer_.cancel();
+      return fail(Reason::upstream_tls_failed, 0, "cannot start a TLS session");
+    }
+    tls_failed_ = false;
+    conn_->start_tls(std::move(session));
+  } else {
+    on_established();
+  }
+  send_request_head();
+}
+
+void Attempt::on_established() {
   connecting_ = false;
   timer_.cancel();
-  if (ec) return fail(Reason::upstream_connect_failed, ec.value());
   connected_at_ = client_->reactor().now();
   stats_of(*up_, backend_, client_->reactor()).connect_time.observe(connected_at_ - begun_at_);
-  send_request_head();
+}
+
+void Attempt::on_tls_handshake(Handshake result) noexcept {
+  if (!connecting_ || !conn_ || conn_->tls() == nullptr) return;
+  if (result == Handshake::ok) return on_established();
+  // The pending read or write fails next and says how; a peer that closed mid-handshake is a
+  // reset (retryable), any other failure TLS's own (terminal).
+  tls_failed_ = result == Handshake::failed;
+}
+
+void Attempt::fail_transport(const error_code& ec) {
+  const bool tls = tls_failed_ || ec.category() == net::tls_category();
+  if (!tls) {
+    const bool system = ec.category() == boost::system::system_category();
+    return fail(Reason::upstream_reset, system ? ec.value() : 0);
+  }
+  const net::TlsSession* session = conn_ ? conn_->tls() : nullptr;
+  const std::string_view refused = session != nullptr ? session->verify_failure() : "";
+  const std::string message = refused.empty() ? ec.message() : std::string(refused);
+  if (connecting_) {
+    connecting_ = false;
+    timer_.cancel();
+  }
+  fail(Reason::upstream_tls_failed, 0, message);
 }
 
 bool Attempt::acquire_buffers() {
@@ -170,9 +231,7 @@ void Attempt::on_backend_written(const error_code& ec) {
   if (!ec && up_ != nullptr) stats_of(*up_, backend_, client_->reactor()).bytes_sent.add(bout_len_);
   if (ec) {
     if (retry_stale_connection()) return;
-    if (!client_->exchange().outcome.client_saw_bytes) {
-      return fail(Reason::upstream_reset, ec.value());
-    }
+    if (!client_->exchange().outcome.client_saw_bytes) return fail_transport(ec);
     judge(resilience::CircuitVerdict::failure);  // reset before the response (after a 1xx)
     log_failure(Reason::upstream_reset, ec.value(), true);
     return client_->cut(OutcomeSource::upstream);
@@ -203,7 +262,7 @@ void Attempt::on_backend_read(const error_code& ec, std::size_t n) {
     return pump_response_body();  // completes a close-delimited body or detects truncation
   }
   if (ec) {
-    if (!response_head_) return fail(Reason::upstream_reset, ec.value());
+    if (!response_head_) return fail_transport(ec);
     log_failure(Reason::upstream_reset, ec.value(), true);
     return client_->cut(OutcomeSource::upstream);
   }
@@ -392,7 +451,7 @@ void Attempt::finish_response() {
   client_->on_response_done(plan_.close_client);
 }
 
-void Attempt::fail(Reason reason, int error) {
+void Attempt::fail(Reason reason, int error, std::string_view detail) {
   if (up_ != nullptr) {
     // docs/metrics.md: a connect timeout is both a connect failure and a timeout.
     ReactorMetrics& metrics = client_->reactor().metrics();
@@ -406,7 +465,7 @@ void Attempt::fail(Reason reason, int error) {
   }
   if (backend_failure(reason)) {
     judge(resilience::CircuitVerdict::failure);
-    log_failure(reason, error, false);
+    log_failure(reason, error, false, detail);
   }
   end(false);
   client_->on_attempt_failed(*this, reason);
@@ -429,6 +488,8 @@ std::string_view failure_text(Reason reason, bool after_head) {
                         : "sent no response head within response_timeout";
     case Reason::upstream_bad_response:
       return after_head ? "sent a malformed response body" : "sent a malformed response head";
+    case Reason::upstream_tls_failed:
+      return "TLS handshake failed";
     default:
       return "failed";
   }
@@ -462,7 +523,7 @@ std::string_view printable(std::string_view in, char* out) {
 // nginx's error log for a failed upstream, throttled: one line per backend and kind of failure
 // per second at most, process-wide, saying how many it stands for. Formatting is on this
 // thread (spdlog's queue then writes it); it is the failure path, at most a few lines a second.
-void Attempt::log_failure(Reason reason, int error, bool after_head) {
+void Attempt::log_failure(Reason reason, int error, bool after_head, std::string_view detail) {
   if (up_ == nullptr || backend_ < 0) return;
   const std::size_t kind = backend_failure_kind(reason);
   if (kind >= kBackendFailureKinds) return;
@@ -473,7 +534,8 @@ void Attempt::log_failure(Reason reason, int error, bool after_head) {
   const uint64_t count = peer.failure_log[kind].occurred(client_->reactor().now());
   if (count == 0) return;
   char errtext[128] = "";
-  const char* why = error != 0 ? ::strerror_r(error, errtext, sizeof errtext) : nullptr;
+  std::string_view why = detail;
+  if (why.empty() && error != 0) why = ::strerror_r(error, errtext, sizeof errtext);
   char target[4 * kMaxLoggedTarget + 4];
   char more[64] = "";
   if (count > 1) {
@@ -483,7 +545,7 @@ void Attempt::log_failure(Reason reason, int error, bool after_head) {
   const http::Parser& rp = client_->request_parser();
   spdlog::warn("upstream \"{}\" backend {}: {}{}{}{} [{}]; client {}, request \"{} {}\"{}",
                up_->params.name, peer.address.text, failure_text(reason, after_head),
-               why != nullptr ? " (" : "", why != nullptr ? why : "", why != nullptr ? ")" : "",
+               why.empty() ? "" : " (", why, why.empty() ? "" : ")",
                kReasons[static_cast<std::size_t>(reason)].name, client_->client_ip(),
                rp.method_name(), printable(rp.target(), target), more);
 }

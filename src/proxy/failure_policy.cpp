@@ -46,6 +46,7 @@ bool backend_failure(Reason reason) noexcept {
     case Reason::upstream_reset:
     case Reason::upstream_timeout:
     case Reason::upstream_bad_response:
+    case Reason::upstream_tls_failed:
       return true;
     default:
       return false;
@@ -64,6 +65,8 @@ std::size_t backend_failure_kind(Reason reason) noexcept {
       return 3;
     case Reason::upstream_bad_response:
       return 4;
+    case Reason::upstream_tls_failed:
+      return 5;
     default:
       return kBackendFailureKinds;
   }

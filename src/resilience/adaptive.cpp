@@ -47,6 +47,7 @@ Sample sample_of(const Outcome& o, std::chrono::nanoseconds high_latency) noexce
     case OutcomeKind::connect_refused:
     case OutcomeKind::reset_before_response:
     case OutcomeKind::bad_response:
+    case OutcomeKind::tls_failed:
       return Sample::none;
   }
   return Sample::none;

@@ -45,6 +45,7 @@ import hashlib
 import json
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -233,9 +234,13 @@ class _Conn:
 class Backend:
     """A threaded loopback HTTP/1.1 server that records what reaches it."""
 
-    def __init__(self, name=None, backlog=128, port=0, host="127.0.0.1"):
+    def __init__(self, name=None, backlog=128, port=0, host="127.0.0.1", tls=None):
         """port: 0 for an ephemeral one; a stopped backend's port to start it again there.
-        host: another loopback address (127.0.0.2) for two backends on one port."""
+        host: another loopback address (127.0.0.2) for two backends on one port.
+        tls: an ssl.SSLContext (server side) to speak HTTPS; handshakes that fail are counted
+        in tls_failures."""
+        self.tls = tls
+        self.tls_failures = 0
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind((host, port))
@@ -364,6 +369,20 @@ class Backend:
     def _serve(self, sock, conn_id):
         sock.settimeout(IO_TIMEOUT)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            plain = sock
+            try:
+                sock = self.tls.wrap_socket(sock, server_side=True)
+            except (OSError, ssl.SSLError):
+                with self.cond:
+                    self.tls_failures += 1
+                    self._socks.discard(plain)
+                    self.cond.notify_all()
+                plain.close()
+                return
+            with self.cond:
+                self._socks.discard(plain)
+                self._socks.add(sock)
         conn = _Conn(sock)
         drop_next = False
         try:

@@ -4,9 +4,9 @@
 //
 // `retryable` follows seed 004's retry rule for the failure itself: a connect failure, a
 // connect or response timeout, or a connection reset before a response head could succeed on
-// another backend; a malformed response (a protocol failure), floodgate's own rejections and
-// client errors could not. Whether a retry is then allowed (method, body, budget, another
-// backend) is the retry policy's question, not the outcome's.
+// another backend; a malformed response or a failed TLS handshake (protocol failures), floodgate's
+// own rejections and client errors could not. Whether a retry is then allowed (method, body,
+// budget, another backend) is the retry policy's question, not the outcome's.
 //
 // Thread-safety: a value type, written by the reactor that runs the request.
 #pragma once
@@ -32,7 +32,8 @@ enum class OutcomeKind : uint8_t {
   reset_before_response,  // the backend closed or reset before a response head
   response_timeout,       // no response head within response_timeout
   bad_response,           // a malformed response head: a protocol failure
-  cut,                    // the backend failed mid-response: the client got a short one
+  tls_failed,  // the TLS handshake with the backend failed: terminal, like a protocol failure
+  cut,         // the backend failed mid-response: the client got a short one
 };
 
 struct Outcome {
@@ -77,6 +78,9 @@ struct Outcome {
         break;
       case Reason::upstream_bad_response:
         o.kind = OutcomeKind::bad_response;
+        break;
+      case Reason::upstream_tls_failed:  // seed 004: TLS failures are terminal for retries
+        o.kind = OutcomeKind::tls_failed;
         break;
       case Reason::none:
       case Reason::no_route:

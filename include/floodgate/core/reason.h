@@ -48,7 +48,8 @@ enum class Reason : unsigned char {
   backend_timeout,
   backend_unavailable,
   backend_error,
-  count_  // number of reasons; keep last
+  upstream_tls_failed,  // [upstreams.tls]
+  count_                // number of reasons; keep last
 };
 
 inline constexpr std::size_t kReasonCount = static_cast<std::size_t>(Reason::count_);
@@ -128,6 +129,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "the quota backend is unreachable or full and the request cannot be counted"},
     {"backend_error", 503, "Service Unavailable",
      "the quota backend answered with an error and the request cannot be counted"},
+    {"upstream_tls_failed", 502, "Bad Gateway",
+     "the TLS handshake with the backend failed or its certificate was refused"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

@@ -60,6 +60,31 @@ class TlsServerConfig {
   std::vector<std::unique_ptr<TlsListener>> listeners_;
 };
 
+// The client side of one pool of one generation ([upstreams.tls]): one SSL_CTX with the CA
+// store, the verification mode and the optional client certificate, shared by every reactor's
+// connections to that pool's backends.
+class TlsClientConfig {
+ public:
+  // Why the table cannot be used: the key ("ca_file", "certificate", "private_key") and a
+  // message naming the file and OpenSSL's reason.
+  struct Error {
+    std::string key;
+    std::string message;
+  };
+  static std::shared_ptr<const TlsClientConfig> build(const TlsClientParams& params, Error& error);
+  ~TlsClientConfig();
+  TlsClientConfig(const TlsClientConfig&) = delete;
+  TlsClientConfig& operator=(const TlsClientConfig&) = delete;
+
+  const TlsClientParams& params() const noexcept { return params_; }
+  SSL_CTX* ctx() const noexcept { return ctx_; }
+
+ private:
+  TlsClientConfig() = default;
+  TlsClientParams params_;
+  SSL_CTX* ctx_ = nullptr;
+};
+
 // The category of a TLS failure's error_code: the value is OpenSSL's reason code (SSL library),
 // the message its text ("wrong version number", "http request", "certificate verify failed").
 const boost::system::error_category& tls_category() noexcept;
@@ -77,6 +102,10 @@ class TlsSession {
   // The server end of a connection accepted on `listener` of `config` (kept alive while the
   // session lives: the SNI callback reads it during the handshake).
   TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener);
+  // The client end of a connection to a backend whose host is `host` (a name or an IP
+  // literal): SNI and the verified name are params().server_name, else `host`; an IP literal
+  // is verified against the certificate's IP addresses and sends no SNI.
+  TlsSession(std::shared_ptr<const TlsClientConfig> config, std::string_view host);
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -87,6 +116,12 @@ class TlsSession {
   TlsFacts facts() const noexcept;
   // "1.2" or "1.3" once the handshake finished, else "unknown" (a metric label).
   std::string_view version_label() const noexcept;
+  // A client session's configuration (nullptr on the server side): a pooled connection is
+  // reused only under the configuration it was made with.
+  const TlsClientConfig* client() const noexcept { return client_.get(); }
+  // Why the peer's certificate was refused ("certificate has expired", "hostname mismatch"),
+  // or empty when verification did not fail.
+  std::string_view verify_failure() const noexcept;
 
   // Ciphertext read from the socket lands here, then goes into the pair.
   static constexpr std::size_t kInputBytes = std::size_t{16} * 1024;
@@ -99,6 +134,7 @@ class TlsSession {
 
  private:
   std::shared_ptr<const TlsServerConfig> config_;
+  std::shared_ptr<const TlsClientConfig> client_;
   SSL* ssl_ = nullptr;
   BIO* net_ = nullptr;
 };

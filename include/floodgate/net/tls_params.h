@@ -1,5 +1,6 @@
-// The parameters of TLS on the listeners ([[server.tls]] in the configuration): plain values,
-// filled by config/ and turned into OpenSSL contexts by TlsServerConfig (tls.h).
+// The parameters of TLS on the listeners ([[server.tls]] in the configuration) and to a pool's
+// backends ([upstreams.tls]): plain values, filled by config/ and turned into OpenSSL contexts
+// by TlsServerConfig and TlsClientConfig (tls.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,18 @@ struct TlsCertParams {
   std::string ciphers;  // TLS 1.2 suites in OpenSSL's syntax; empty = kDefaultTls12Ciphers
   bool session_tickets = true;
   bool operator==(const TlsCertParams&) const = default;
+};
+
+// [upstreams.tls]: TLS to the backends of one pool (docs/configuration.md, "[upstreams.tls]").
+struct TlsClientParams {
+  bool enabled = false;
+  std::string ca_file;      // PEM bundle; empty = the system's store (OpenSSL's default paths)
+  bool verify = true;       // the chain against ca_file and the name against server_name
+  std::string server_name;  // SNI and the name verified; empty = each server's own host
+  std::string certificate;  // a client certificate (PEM chain) for mutual TLS; empty = none
+  std::string private_key;  // its key; set exactly when certificate is
+  TlsVersion min_version = TlsVersion::tls1_2;
+  bool operator==(const TlsClientParams&) const = default;
 };
 
 }  // namespace floodgate::net

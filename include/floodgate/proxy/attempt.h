@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "floodgate/core/reason.h"
 #include "floodgate/core/ref.h"
@@ -113,12 +114,19 @@ class Attempt final : public net::StreamOwner {
   // net::StreamOwner: the backend connection's completions.
   void hold() noexcept override;
   void release() noexcept override;
+  // A TLS backend connection's handshake ended ([upstreams.tls]).
+  void on_tls_handshake(Handshake result) noexcept override;
   static Attempt& from(net::StreamOwner& owner) { return static_cast<Attempt&>(owner); }
 
  private:
   void connect(const boost::asio::ip::tcp::endpoint& to, std::chrono::milliseconds timeout,
                net::Stream::Done done);
   void on_connected(const boost::system::error_code& ec);
+  // The connection is established (and its TLS handshake done): the connect time is known.
+  void on_established();
+  // A failure of the backend connection before the response head: TLS (the handshake, a
+  // refused certificate, an alert) or a reset.
+  void fail_transport(const boost::system::error_code& ec);
   void on_tunnel_connected(const boost::system::error_code& ec);
   void send_request_head();
   void on_backend_written(const boost::system::error_code& ec);
@@ -135,10 +143,11 @@ class Attempt final : public net::StreamOwner {
   void judge(resilience::CircuitVerdict verdict) noexcept;
   // Fails the attempt for `reason` (metrics by kind, the process log), then lets the client
   // answer or cut. `error`: the system's errno behind it, 0 when none.
-  void fail(Reason reason, int error = 0);
+  // `detail`: what the system or OpenSSL said, when `error` does not say it.
+  void fail(Reason reason, int error = 0, std::string_view detail = {});
   // The process log's line for a backend failure (`reason`, one of backend_failure()'s), before
   // or after the response head reached floodgate; throttled per backend and kind.
-  void log_failure(Reason reason, int error, bool after_head);
+  void log_failure(Reason reason, int error, bool after_head, std::string_view detail = {});
   void on_timeout();
   void arm_timer(std::chrono::milliseconds d);
   bool acquire_buffers();
@@ -169,7 +178,8 @@ class Attempt final : public net::StreamOwner {
   AttemptRole role_ = AttemptRole::primary;
   bool started_ = false;
   bool ended_ = false;
-  bool connecting_ = false;  // a new backend connection is being established
+  bool connecting_ = false;  // a new backend connection is being established (TLS included)
+  bool tls_failed_ = false;  // its TLS handshake failed: the pending operations fail next
   bool backend_writing_ = false;
   bool response_head_ = false;  // the final response head has been parsed
   bool response_done_ = false;

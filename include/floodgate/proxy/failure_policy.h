@@ -74,7 +74,7 @@ bool backend_failure(Reason reason) noexcept;
 // The five backend failures (connect failed, connect timeout, reset, response timeout, bad
 // response), numbered 0..4 for per-kind state such as the process log's throttles; a reason
 // that is not a backend failure gets kBackendFailureKinds.
-inline constexpr std::size_t kBackendFailureKinds = 5;
+inline constexpr std::size_t kBackendFailureKinds = 6;
 std::size_t backend_failure_kind(Reason reason) noexcept;
 
 // What the retry rules see of a failed attempt and its exchange.

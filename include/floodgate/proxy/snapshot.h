@@ -46,6 +46,7 @@
 #include "floodgate/upstream/peer_health.h"
 
 namespace floodgate::net {
+class TlsClientConfig;  // tls.h
 class TlsServerConfig;  // tls.h: OpenSSL's headers stay out of the request path's
 }  // namespace floodgate::net
 
@@ -143,12 +144,19 @@ struct Upstream {
   UpstreamParams params;
   std::vector<std::shared_ptr<Backend>> backends;
   std::vector<uint32_t> weights;  // per backend, for the balancers
+  // Per backend: the host its server was written with (a name, or the IP address), the name
+  // TLS to it sends and verifies unless [upstreams.tls] server_name says otherwise.
+  std::vector<std::string> hosts;
   std::unique_ptr<PerReactor[]> per_reactor;
   std::shared_ptr<Pool> pool;  // shared by name with other generations
   Policy policy;
   // The pool's retry budget (retry_budget.per_route_ratio_percent or ratio_percent), shared
   // with the generations that keep its ratio and window; null when the budget is off.
   std::shared_ptr<resilience::RetryBudget> retry_budget;
+  // TLS to the backends ([upstreams.tls]; nullptr: plain TCP), read when the generation was
+  // built. Connections keep the one they were made with; a pooled one is reused only under the
+  // same parameters.
+  std::shared_ptr<const net::TlsClientConfig> tls;
   bool hedge = false;      // hedging on and this pool in its route_allowlist
   uint32_t route_cap = 0;  // route_queue.caps[name], else default_cap
   // The generated responses for kPoolRejections, with Retry-After: [reason index][close].

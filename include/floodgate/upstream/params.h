@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "floodgate/core/endpoint.h"
+#include "floodgate/net/tls_params.h"
 
 namespace floodgate {
 
@@ -68,6 +69,7 @@ struct UpstreamParams {
   std::chrono::milliseconds resolve_interval{0};
   ResilienceParams resilience;
   std::optional<HealthParams> health;  // absent: no active health checks
+  net::TlsClientParams tls;            // [upstreams.tls]: off unless enabled
   bool operator==(const UpstreamParams&) const = default;
 };
 

@@ -39,6 +39,14 @@ TEST(Outcome, AMalformedResponseIsAProtocolFailureAndTerminal) {
   EXPECT_FALSE(o.retryable);
 }
 
+TEST(Outcome, AFailedBackendTlsHandshakeIsTheBackendsAndTerminal) {
+  const Outcome o = Outcome::generated(Reason::upstream_tls_failed);
+  EXPECT_EQ(o.source, OutcomeSource::upstream);
+  EXPECT_EQ(o.kind, OutcomeKind::tls_failed);
+  EXPECT_EQ(o.status, 502);
+  EXPECT_FALSE(o.retryable);
+}
+
 TEST(Outcome, FloodgatesOwnRejectionsAreFloodgatesAndNotRetryable) {
   for (Reason r : {Reason::no_route, Reason::proxy_overloaded, Reason::pending_timeout,
                    Reason::generation_retired, Reason::no_eligible_backend,
