@@ -11,6 +11,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace floodgate::net {
 
@@ -153,6 +154,40 @@ std::string unreadable(const std::string& path) {
   return ::strerror_r(errno, text, sizeof(text));
 }
 
+// Loads a certificate chain and its key into `ctx`; when one is unusable, the key that names it
+// ("certificate" or "private_key") and why, naming the file and OpenSSL's reason.
+std::optional<std::pair<std::string, std::string>> use_key_pair(SSL_CTX* ctx,
+                                                                const std::string& certificate,
+                                                                const std::string& private_key) {
+  const auto bad = [](std::string key, std::string message) {
+    return std::make_optional(std::make_pair(std::move(key), std::move(message)));
+  };
+  if (const std::string why = unreadable(certificate); !why.empty()) {
+    return bad("certificate", "cannot read " + certificate + ": " + why);
+  }
+  if (SSL_CTX_use_certificate_chain_file(ctx, certificate.c_str()) != 1) {
+    return bad("certificate",
+               certificate + " is not a usable PEM certificate chain: " + openssl_reason());
+  }
+  if (const std::string why = unreadable(private_key); !why.empty()) {
+    return bad("private_key", "cannot read " + private_key + ": " + why);
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, private_key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+      ERR_clear_error();
+      return bad("private_key", private_key + " does not belong to the certificate in " +
+                                    certificate + " (key values mismatch)");
+    }
+    return bad("private_key",
+               private_key + " is not a usable PEM private key: " + openssl_reason());
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    return bad("private_key", private_key + " does not belong to the certificate in " +
+                                  certificate + ": " + openssl_reason());
+  }
+  return std::nullopt;
+}
+
 std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::size_t index,
                                                  TlsServerConfig::Error& error) {
   const auto fail = [&](std::string key, std::string message) {
@@ -185,28 +220,8 @@ std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::si
                                "; write suites in OpenSSL's syntax, e.g. "
                                "\"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256\"");
   }
-  if (const std::string why = unreadable(p.certificate); !why.empty()) {
-    return fail("certificate", "cannot read " + p.certificate + ": " + why);
-  }
-  if (SSL_CTX_use_certificate_chain_file(ctx, p.certificate.c_str()) != 1) {
-    return fail("certificate",
-                p.certificate + " is not a usable PEM certificate chain: " + openssl_reason());
-  }
-  if (const std::string why = unreadable(p.private_key); !why.empty()) {
-    return fail("private_key", "cannot read " + p.private_key + ": " + why);
-  }
-  if (SSL_CTX_use_PrivateKey_file(ctx, p.private_key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-      ERR_clear_error();
-      return fail("private_key", p.private_key + " does not belong to the certificate in " +
-                                     p.certificate + " (key values mismatch)");
-    }
-    return fail("private_key",
-                p.private_key + " is not a usable PEM private key: " + openssl_reason());
-  }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
-    return fail("private_key", p.private_key + " does not belong to the certificate in " +
-                                   p.certificate + ": " + openssl_reason());
+  if (auto bad = use_key_pair(ctx, p.certificate, p.private_key)) {
+    return fail(std::move(bad->first), std::move(bad->second));
   }
   SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
   return cert;
@@ -253,24 +268,8 @@ std::shared_ptr<const TlsClientConfig> TlsClientConfig::build(const TlsClientPar
     }
   }
   if (!p.certificate.empty()) {
-    if (const std::string why = unreadable(p.certificate); !why.empty()) {
-      return fail("certificate", "cannot read " + p.certificate + ": " + why);
-    }
-    if (SSL_CTX_use_certificate_chain_file(ctx, p.certificate.c_str()) != 1) {
-      return fail("certificate",
-                  p.certificate + " is not a usable PEM certificate chain: " + openssl_reason());
-    }
-    if (const std::string why = unreadable(p.private_key); !why.empty()) {
-      return fail("private_key", "cannot read " + p.private_key + ": " + why);
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, p.private_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(ctx) != 1) {
-      const bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
-      const std::string reason = openssl_reason();
-      return fail("private_key",
-                  mismatch ? p.private_key + " does not belong to the certificate in " +
-                                 p.certificate + " (key values mismatch)"
-                           : p.private_key + " is not a usable PEM private key: " + reason);
+    if (auto bad = use_key_pair(ctx, p.certificate, p.private_key)) {
+      return fail(std::move(bad->first), std::move(bad->second));
     }
   }
   return cfg;
