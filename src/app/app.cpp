@@ -93,9 +93,10 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
 std::vector<health::Target> health_targets(const proxy::Snapshot& snap) {
   std::vector<health::Target> targets;
   for (const auto& up : snap.upstreams) {
-    for (const auto& b : up->backends) {
+    for (std::size_t i = 0; i < up->backends.size(); ++i) {
+      const auto& b = up->backends[i];
       targets.push_back(health::Target{up->params.name, b->address.text, b->endpoint, b->health,
-                                       up->params.health});
+                                       up->params.health, up->tls, up->hosts[i]});
     }
   }
   return targets;

@@ -671,14 +671,6 @@ void read_upstream(TableReader& r, UpstreamParams& u, Names& names, DocumentMark
   r.table("health", std::string(kHealth),
           [&](TableReader& t) { read_health(t, u.health.emplace()); });
   r.table("tls", "[upstreams.tls]", [&](TableReader& t) { read_upstream_tls(t, u.tls); });
-  if (u.tls.enabled && u.health) {
-    // The probes speak plain HTTP: against TLS backends every one would fail.
-    r.error("health",
-            "active health checks do not speak TLS yet, so with [upstreams.tls] enabled every "
-            "probe would fail and mark the backends down; remove [upstreams.health] from this "
-            "upstream (passive circuit breakers still apply) or serve the health path in the "
-            "clear on another upstream");
-  }
   warn_ignored_weights(r, u);
 }
 

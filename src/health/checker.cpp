@@ -4,6 +4,8 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <exception>
@@ -43,10 +45,13 @@ struct Checker::Probe {
   const uint64_t epoch;  // the install it started under
   const HealthParams params;
   asio::ip::tcp::socket socket;
+  // The TLS session over `socket` when the pool speaks TLS (declared after it: it goes first).
+  std::optional<asio::ssl::stream<asio::ip::tcp::socket&>> tls;
   asio::steady_timer deadline;
   const std::chrono::steady_clock::time_point started;  // for floodgate_health_probe_duration
   ProbeHead head;
   std::string request;
+  std::string why;    // what failed, when the log can say more than the result (TLS)
   bool done = false;  // its one outcome is decided
 };
 
@@ -152,31 +157,63 @@ void Checker::start_probe(const std::shared_ptr<Peer>& peer) {
   probe->deadline.async_wait([this, probe](const error_code& ec) {
     if (!ec) complete(probe, ProbeResult::timeout, 0);
   });
+  if (const auto& tls = peer->target.tls) {
+    SSL* ssl = net::new_client_ssl(*tls, peer->target.host);
+    if (ssl == nullptr) {
+      probe->why = "no memory for a TLS session";
+      return complete(probe, ProbeResult::failure, 0);
+    }
+    probe->tls.emplace(probe->socket, ssl);  // owns `ssl` from here
+  }
   probe->socket.async_connect(peer->target.endpoint, [this, probe](const error_code& ec) {
     if (probe->done) return;
     if (ec) return complete(probe, ProbeResult::failure, 0);
-    asio::async_write(probe->socket, asio::buffer(probe->request),
-                      [this, probe](const error_code& ec, std::size_t) {
-                        if (probe->done) return;
-                        if (ec) return complete(probe, ProbeResult::failure, 0);
-                        read_head(probe);
-                      });
+    if (!probe->tls) return send_request(probe);
+    probe->tls->async_handshake(
+        asio::ssl::stream_base::client, [this, probe](const error_code& ec) {
+          if (probe->done) return;
+          if (!ec) return send_request(probe);
+          // The certificate's refusal says more than "certificate verify failed".
+          const long verified = SSL_get_verify_result(probe->tls->native_handle());
+          probe->why = "TLS handshake: " +
+                       (verified != X509_V_OK ? std::string(X509_verify_cert_error_string(verified))
+                                              : ec.message());
+          complete(probe, ProbeResult::failure, 0);
+        });
   });
+}
+
+void Checker::send_request(const std::shared_ptr<Probe>& probe) {
+  const auto sent = [this, probe](const error_code& ec, std::size_t) {
+    if (probe->done) return;
+    if (ec) return complete(probe, ProbeResult::failure, 0);
+    read_head(probe);
+  };
+  if (probe->tls) {
+    asio::async_write(*probe->tls, asio::buffer(probe->request), sent);
+  } else {
+    asio::async_write(probe->socket, asio::buffer(probe->request), sent);
+  }
 }
 
 void Checker::read_head(const std::shared_ptr<Probe>& probe) {
   const std::span<char> space = probe->head.space();
-  probe->socket.async_read_some(
-      asio::buffer(space.data(), space.size()), [this, probe](const error_code& ec, std::size_t n) {
-        if (probe->done) return;
-        ProbeHead& head = probe->head;
-        if (ec) {  // EOF or a reset before the verdict: no head is a failure, a cut one malformed
-          head.closed();
-          return complete(probe, head.result(), 0);
-        }
-        if (head.received(n) == ProbeHead::Verdict::need_more) return read_head(probe);
-        complete(probe, head.result(), head.status());
-      });
+  const auto got = [this, probe](const error_code& ec, std::size_t n) {
+    if (probe->done) return;
+    ProbeHead& head = probe->head;
+    if (ec) {  // EOF (a TLS close too) or a reset before the verdict: no head is a failure, a
+               // cut one malformed
+      head.closed();
+      return complete(probe, head.result(), 0);
+    }
+    if (head.received(n) == ProbeHead::Verdict::need_more) return read_head(probe);
+    complete(probe, head.result(), head.status());
+  };
+  if (probe->tls) {
+    probe->tls->async_read_some(asio::buffer(space.data(), space.size()), got);
+  } else {
+    probe->socket.async_read_some(asio::buffer(space.data(), space.size()), got);
+  }
 }
 
 void Checker::complete(const std::shared_ptr<Probe>& probe, ProbeResult result, int status) {
@@ -191,7 +228,7 @@ void Checker::complete(const std::shared_ptr<Probe>& probe, ProbeResult result, 
     peer.target.state->last_probe_ns.store(
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()),
         std::memory_order_relaxed);
-    apply(peer, result, status);
+    apply(peer, *probe, result, status);
   }
   // Closed after the verdict is recorded, so a peer that sees the probe's connection end sees
   // its effect too.
@@ -200,7 +237,7 @@ void Checker::complete(const std::shared_ptr<Probe>& probe, ProbeResult result, 
   probe->socket.close(ignored);
 }
 
-void Checker::apply(Peer& peer, ProbeResult result, int status) {
+void Checker::apply(Peer& peer, const Probe& probe, ProbeResult result, int status) {
   PeerHealth& s = *peer.target.state;
   const HealthParams& p = *peer.target.params;
   s.probes[static_cast<std::size_t>(result)].fetch_add(1, std::memory_order_relaxed);
@@ -225,10 +262,11 @@ void Checker::apply(Peer& peer, ProbeResult result, int status) {
   if (!down && streak >= p.fall) {
     s.down.store(true, std::memory_order_relaxed);
     s.transitions[0].fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("health: {} of upstream '{}' is down after {} failed probes (last: {}{})",
+    spdlog::warn("health: {} of upstream '{}' is down after {} failed probes (last: {}{}{})",
                  peer.target.peer, peer.target.pool, streak,
                  kProbeResultNames[static_cast<std::size_t>(result)],
-                 status != 0 ? ", status " + std::to_string(status) : std::string());
+                 status != 0 ? ", status " + std::to_string(status) : std::string(),
+                 probe.why.empty() ? std::string() : ", " + probe.why);
   }
 }
 

@@ -361,32 +361,38 @@ namespace {
 
 // A new SSL object of `ctx` on a BIO pair; nullptr (and `net` untouched) when OpenSSL is out of
 // memory.
+// Gives `ssl` a BIO pair whose other end becomes `net`; false (and nothing attached) when
+// OpenSSL is out of memory.
+bool attach_pair(SSL* ssl, BIO*& net) {
+  BIO* inner = nullptr;
+  if (BIO_new_bio_pair(&inner, kPairBytes, &net, kPairBytes) != 1) {
+    ERR_clear_error();
+    return false;
+  }
+  SSL_set_bio(ssl, inner, inner);
+  return true;
+}
+
 SSL* new_on_pair(SSL_CTX* ctx, BIO*& net) {
   SSL* ssl = SSL_new(ctx);
-  BIO* inner = nullptr;
-  if (ssl == nullptr || BIO_new_bio_pair(&inner, kPairBytes, &net, kPairBytes) != 1) {
+  if (ssl == nullptr || !attach_pair(ssl, net)) {
     SSL_free(ssl);
     ERR_clear_error();
     return nullptr;
   }
-  SSL_set_bio(ssl, inner, inner);
   return ssl;
 }
 
 }  // namespace
 
-TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener)
-    : config_(std::move(config)) {
-  ssl_ = new_on_pair(listener.ctx, net_);
-  if (ssl_ != nullptr) SSL_set_accept_state(ssl_);
-}
-
-TlsSession::TlsSession(std::shared_ptr<const TlsClientConfig> config, std::string_view host)
-    : client_(std::move(config)) {
-  SSL* ssl = new_on_pair(client_->ctx(), net_);
-  if (ssl == nullptr) return;
+SSL* new_client_ssl(const TlsClientConfig& config, std::string_view host) {
+  SSL* ssl = SSL_new(config.ctx());
+  if (ssl == nullptr) {
+    ERR_clear_error();
+    return nullptr;
+  }
   SSL_set_connect_state(ssl);
-  const TlsClientParams& p = client_->params();
+  const TlsClientParams& p = config.params();
   const std::string name(p.server_name.empty() ? host : std::string_view(p.server_name));
   boost::system::error_code ec;
   boost::asio::ip::make_address(name, ec);
@@ -399,8 +405,24 @@ TlsSession::TlsSession(std::shared_ptr<const TlsClientConfig> config, std::strin
   }
   if (!ok) {
     SSL_free(ssl);
-    BIO_free(std::exchange(net_, nullptr));
     ERR_clear_error();
+    return nullptr;
+  }
+  return ssl;
+}
+
+TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener)
+    : config_(std::move(config)) {
+  ssl_ = new_on_pair(listener.ctx, net_);
+  if (ssl_ != nullptr) SSL_set_accept_state(ssl_);
+}
+
+TlsSession::TlsSession(std::shared_ptr<const TlsClientConfig> config, std::string_view host)
+    : client_(std::move(config)) {
+  SSL* ssl = new_client_ssl(*client_, host);
+  if (ssl == nullptr) return;
+  if (!attach_pair(ssl, net_)) {
+    SSL_free(ssl);
     return;
   }
   ssl_ = ssl;

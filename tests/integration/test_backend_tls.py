@@ -158,6 +158,57 @@ class BackendTls(FloodgateTestCase):
         self.assertGreaterEqual(failures, len(failed))
 
 
+class BackendTlsHealthChecks(FloodgateTestCase):
+    """Active health checks of a TLS pool speak TLS with the pool's own context: a backend
+    whose certificate verifies is probed and up, one whose certificate names another host is
+    marked down and the log says why."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        good = cls.ca.leaf("backend", ["backend.test"])
+        other = cls.ca.leaf("other", ["other.test"])
+        cls.good = Backend("good", tls=server_context(*good)).start()
+        cls.wrong_name = Backend("wrong-name", tls=server_context(*other)).start()
+        cls.backends = [cls.good, cls.wrong_name]
+        cls.fg = cls.start_floodgate(
+            [upstream("app", cls.backends,
+                      tls={"enabled": True, "ca_file": cls.ca.cert, "server_name": "backend.test"},
+                      health={"path": "/healthz", "interval": "200ms", "timeout": "1s",
+                              "fall": 2, "rise": 2})],
+            routes=[route("app")], workers=1,
+            resilience={"circuit_breaker": {"enabled": False}})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    def up(self, b):
+        return self.fg.metrics().value("floodgate_backend_up", upstream="app", backend=b.address)
+
+    def test_a_backend_with_a_verified_certificate_is_probed_over_tls_and_up(self):
+        probe = self.good.wait_for_target("/healthz")
+        self.assertEqual(probe.header("user-agent"), "floodgate-health")
+        poll(lambda: self.fg.metrics().value("floodgate_health_probes_total", upstream="app",
+                                             backend=self.good.address, result="success") >= 2,
+             what="successful probes of the good backend")
+        self.assertEqual(self.up(self.good), 1)
+
+    def test_a_backend_whose_certificate_names_another_host_is_marked_down_with_the_reason(self):
+        poll(lambda: self.up(self.wrong_name) == 0, timeout=15,
+             what="the wrong-name backend to be marked down")
+        self.assertEqual([r for r in self.wrong_name.snapshot() if r.target == "/healthz"], [])
+        poll(lambda: b"hostname mismatch" in self.fg.stderr_bytes(),
+             what="the refusal's reason in the health log line")
+        for i in range(4):
+            r = self.fg.get("/name?i=%d" % i)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body, b"good")
+
+
 class BackendTlsConfiguration(unittest.TestCase):
     """`floodgate check` on [upstreams.tls]."""
 
@@ -219,10 +270,9 @@ class BackendTlsConfiguration(unittest.TestCase):
         self.assertIn("upstreams[0].tls.verify", out)
         self.assertIn("accepts any certificate", out)
 
-    def test_health_checks_with_tls_are_refused_until_probes_speak_tls(self):
+    def test_health_checks_on_a_tls_pool_pass(self):
         rc, out = self.check({"enabled": True}, health={"path": "/healthz"})
-        self.assertEqual(rc, 1, out)
-        self.assertIn("do not speak TLS yet", out)
+        self.assertEqual(rc, 0, out)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 //
 // The loop, per peer: every `interval` (a fixed schedule) a probe starts, unless the previous
 // one is still in flight: then the peer is skipped that round, never probed twice at once.
-// A probe connects, sends `GET path`, reads the response head (ProbeHead) and closes, all
+// A probe connects, makes the TLS handshake when the pool speaks TLS to its backends (the
+// pool's own client context: the same CA, verification, name and client certificate as the
+// proxied connections), sends `GET path`, reads the response head (ProbeHead) and closes, all
 // within `timeout`; it ends in exactly one outcome. `fall` consecutive failures (failure,
 // timeout, malformed) mark the peer down, `rise` consecutive successes mark it up; a failure
 // resets the success streak and a success the failure streak.
@@ -31,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "floodgate/net/tls.h"
 #include "floodgate/upstream/params.h"
 #include "floodgate/upstream/peer_health.h"
 
@@ -43,6 +46,10 @@ struct Target {
   boost::asio::ip::tcp::endpoint endpoint;
   std::shared_ptr<PeerHealth> state;   // the peer's identity
   std::optional<HealthParams> params;  // nullopt: the pool has no active checks
+  // The pool's [upstreams.tls] context (nullptr: plain TCP) and the host the server was
+  // written with, the name TLS sends and verifies unless server_name says otherwise.
+  std::shared_ptr<const net::TlsClientConfig> tls;
+  std::string host;
 };
 
 class Checker {
@@ -64,9 +71,10 @@ class Checker {
   void install(uint64_t generation, std::vector<Target> targets);
   void schedule(const std::shared_ptr<Peer>& peer, bool now);
   void start_probe(const std::shared_ptr<Peer>& peer);
+  void send_request(const std::shared_ptr<Probe>& probe);
   void read_head(const std::shared_ptr<Probe>& probe);
   void complete(const std::shared_ptr<Probe>& probe, ProbeResult result, int status);
-  void apply(Peer& peer, ProbeResult result, int status);
+  void apply(Peer& peer, const Probe& probe, ProbeResult result, int status);
 
   boost::asio::io_context io_{1};
   std::thread thread_;

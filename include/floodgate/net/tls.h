@@ -85,6 +85,13 @@ class TlsClientConfig {
   SSL_CTX* ctx_ = nullptr;
 };
 
+// A client SSL object for a connection to a backend whose host is `host`, in connect state and
+// without a BIO: SNI and the verified name are config.params().server_name, else `host` (an IP
+// literal is verified against the certificate's IP addresses and sends no SNI). TlsSession
+// puts it on a BIO pair; the health checker hands it to Boost.Asio's ssl::stream, which owns
+// it from then on. nullptr when OpenSSL is out of memory.
+SSL* new_client_ssl(const TlsClientConfig& config, std::string_view host);
+
 // The category of a TLS failure's error_code: the value is OpenSSL's reason code (SSL library),
 // the message its text ("wrong version number", "http request", "certificate verify failed").
 const boost::system::error_category& tls_category() noexcept;

@@ -108,7 +108,9 @@ HealthParams fast(uint32_t fall = 2, uint32_t rise = 2) {
 
 Target target(const boost::asio::ip::tcp::endpoint& at, std::shared_ptr<PeerHealth> state,
               HealthParams p) {
-  return Target{"app", "127.0.0.1:" + std::to_string(at.port()), at, std::move(state), p};
+  return Target{
+      "app",      "127.0.0.1:" + std::to_string(at.port()), at, std::move(state), p, nullptr,
+      "127.0.0.1"};
 }
 
 // A port nothing listens on: connections are refused.
