@@ -75,7 +75,8 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
   snap->server = cfg.server;
   if (!cfg.server.tls.empty()) {
     net::TlsServerConfig::Error error;
-    snap->tls = net::TlsServerConfig::build(cfg.server.tls, error);
+    snap->tls =
+        net::TlsServerConfig::build(cfg.server.tls, error, cfg.resilience.protocol.allow_0rtt);
     if (!snap->tls) throw std::runtime_error(error.text());  // a file changed since the check
   }
   snap->log = cfg.log;

@@ -21,6 +21,8 @@ namespace {
 constexpr std::size_t kPairBytes = std::size_t{17} * 1024;
 // Session tickets per full TLS 1.3 handshake (OpenSSL sends two by default; browsers use one).
 constexpr std::size_t kTicketsPerHandshake = 1;
+// The most early data a client may send (one full TLS record), as nginx and HAProxy allow.
+constexpr uint32_t kMaxEarlyData = 16384;
 
 // OpenSSL's reason for the most recent failure on this thread, and the queue cleared (the
 // queue is per thread: a reason left behind would be read by the next connection).
@@ -189,7 +191,7 @@ std::optional<std::pair<std::string, std::string>> use_key_pair(SSL_CTX* ctx,
 }
 
 std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::size_t index,
-                                                 TlsServerConfig::Error& error) {
+                                                 bool early_data, TlsServerConfig::Error& error) {
   const auto fail = [&](std::string key, std::string message) {
     error = {index, std::move(key), std::move(message)};
     return nullptr;
@@ -209,7 +211,12 @@ std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::si
   uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
                      SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION;
   if (!p.session_tickets) options |= SSL_OP_NO_TICKET;
+  // 0-RTT (resilience.protocol.allow_0rtt): OpenSSL's replay protection needs its session
+  // cache, which locks; floodgate takes early data only for the safe methods and marks what
+  // it forwards Early-Data: 1 instead, as HAProxy's allow-0rtt does (docs/resilience.md).
+  if (early_data) options |= SSL_OP_NO_ANTI_REPLAY;
   SSL_CTX_set_options(ctx, options);
+  SSL_CTX_set_max_early_data(ctx, early_data && p.session_tickets ? kMaxEarlyData : 0);
   SSL_CTX_set_num_tickets(ctx, p.session_tickets ? kTicketsPerHandshake : 0);
   // Stateless tickets only: OpenSSL's server session cache takes a lock per handshake.
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
@@ -284,10 +291,10 @@ std::string TlsServerConfig::Error::text() const {
 }
 
 std::shared_ptr<const TlsServerConfig> TlsServerConfig::build(
-    const std::vector<TlsCertParams>& entries, Error& error) {
+    const std::vector<TlsCertParams>& entries, Error& error, bool early_data) {
   std::shared_ptr<TlsServerConfig> cfg(new TlsServerConfig());
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    auto cert = load_cert(entries[i], i, error);
+    auto cert = load_cert(entries[i], i, early_data, error);
     if (!cert) return nullptr;
     cert->index = i;
     cfg->certs_.push_back(std::move(cert));
@@ -319,7 +326,7 @@ std::shared_ptr<const TlsServerConfig> TlsServerConfig::build(
     }
   }
   for (const auto& l : cfg->listeners_) {
-    auto start = load_cert(l->fallback->params, l->fallback->index, error);
+    auto start = load_cert(l->fallback->params, l->fallback->index, early_data, error);
     if (!start) return nullptr;
     l->ctx = std::exchange(start->ctx, nullptr);
     SSL_CTX_set_client_hello_cb(l->ctx, client_hello, l.get());
@@ -414,7 +421,9 @@ SSL* new_client_ssl(const TlsClientConfig& config, std::string_view host) {
 TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener)
     : config_(std::move(config)) {
   ssl_ = new_on_pair(listener.ctx, net_);
-  if (ssl_ != nullptr) SSL_set_accept_state(ssl_);
+  if (ssl_ == nullptr) return;
+  SSL_set_accept_state(ssl_);
+  early_phase = SSL_get_max_early_data(ssl_) > 0;
 }
 
 TlsSession::TlsSession(std::shared_ptr<const TlsClientConfig> config, std::string_view host)

@@ -64,9 +64,14 @@ void Stream::tls_pump() {
   for (int round = 0; round < kMaxRounds && fd_ >= 0 && tls_ != nullptr; ++round) {
     bool progress = false;
     bool want_read = false;
-    if (!tls_->failed && !tls_->established) progress |= tls_handshake();
+    if (!tls_->failed && !tls_->established) {
+      progress |= tls_->early_phase ? tls_early_read_step() : tls_handshake();
+    }
     if (!tls_->failed && !tls_->established) {
       want_read = true;  // the handshake waits for the peer (or for room, flushed below)
+      // A response to a request read from early data goes out as 0.5-RTT data.
+      if (tls_->early_phase && tls_->early_data) progress |= tls_write_step();
+      if (fd_ < 0) return;
     } else if (!tls_->failed) {
       progress |= tls_write_step();
       if (fd_ < 0) return;
@@ -107,13 +112,48 @@ bool Stream::tls_handshake() {
   return true;
 }
 
+// Early data (server side): the client's first flight of application data, read before the
+// handshake is complete. The ClientHello is processed by the first call, so the engine runs
+// only with a plaintext read pending (ClientConn reads as soon as it starts). FINISH (the
+// client's EndOfEarlyData, or no early data at all, or early data the server refused) hands
+// over to SSL_do_handshake.
+bool Stream::tls_early_read_step() {
+  if (app_read_.done == nullptr) return false;
+  std::size_t n = 0;
+  const int r =
+      SSL_read_early_data(tls_->ssl(), app_read_.data, std::min(app_read_.cap, kMaxStep), &n);
+  if (r == SSL_READ_EARLY_DATA_ERROR) {
+    const int e = SSL_get_error(tls_->ssl(), r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return false;
+    tls_fail(e);
+    return true;
+  }
+  if (r == SSL_READ_EARLY_DATA_FINISH) tls_->early_phase = false;
+  if (n > 0) {
+    tls_->early_data = tls_->read_early = true;
+    const ReadOp op = std::exchange(app_read_, ReadOp{});
+    complete(op.done, {}, n);
+  }
+  return true;
+}
+
 bool Stream::tls_write_step() {
   if (app_write_.done == nullptr || app_write_.sent == app_write_.len) return false;
   const std::size_t rest = std::min(app_write_.len - app_write_.sent, kMaxStep);
-  const int r = SSL_write(tls_->ssl(), app_write_.data + app_write_.sent, static_cast<int>(rest));
-  if (r > 0) {
-    app_write_.sent += static_cast<std::size_t>(r);
-    return true;
+  int r = 0;
+  if (tls_->early_phase) {
+    std::size_t written = 0;
+    r = SSL_write_early_data(tls_->ssl(), app_write_.data + app_write_.sent, rest, &written);
+    if (r == 1) {
+      app_write_.sent += written;
+      return true;
+    }
+  } else {
+    r = SSL_write(tls_->ssl(), app_write_.data + app_write_.sent, static_cast<int>(rest));
+    if (r > 0) {
+      app_write_.sent += static_cast<std::size_t>(r);
+      return true;
+    }
   }
   const int e = SSL_get_error(tls_->ssl(), r);
   if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) return false;  // room comes
@@ -126,6 +166,7 @@ bool Stream::tls_read_step(bool& want_read) {
   const int r =
       SSL_read(tls_->ssl(), app_read_.data, static_cast<int>(std::min(app_read_.cap, kMaxStep)));
   if (r > 0) {
+    tls_->read_early = false;
     const ReadOp op = std::exchange(app_read_, ReadOp{});
     complete(op.done, {}, static_cast<std::size_t>(r));
     return true;

@@ -204,7 +204,7 @@ void Attempt::send_request_head() {
   http::Writer w(bout_, client_->reactor().request_data());
   const http::ForwardInfo fwd{client_->client_ip(), ex.request_id,
                               up_->backends[static_cast<std::size_t>(backend_)]->address.text,
-                              client_->tls() != nullptr};
+                              client_->tls() != nullptr, ex.request.early_data};
   if (!http::write_request_head(client_->request_parser(), ex.facts, fwd, w)) {
     end(true);
     return client_->on_attempt_failed(*this, Reason::header_too_large);

@@ -77,7 +77,7 @@ void ClientConn::release_buffers() {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
   for (Attempt& a : ex_.attempts) a.release_buffers();
-  in_len_ = in_pos_ = cout_len_ = 0;
+  in_len_ = in_pos_ = cout_len_ = early_end_ = 0;
 }
 
 void ClientConn::start() {
@@ -124,6 +124,9 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
   }
   in_len_ += n;
   ex_.bytes_in += n;
+  if (const net::TlsSession* tls = client_.tls(); tls != nullptr && tls->read_early) {
+    early_end_ = in_len_;  // early data comes before everything else on the connection
+  }
   switch (phase_) {
     case Phase::idle:
       start_request();
@@ -201,7 +204,8 @@ void ClientConn::on_head() {
                                         facts.connect,
                                         facts.upgrade,
                                         facts.origin,
-                                        facts.cors_request_method};
+                                        facts.cors_request_method,
+                                        early_end_ > 0};
   ex_.inflight_exempt = -1;  // a new request: its exemption is decided afresh
   const Snapshot& snap = *ex_.gen->snapshot;
   if (const Decision d = snap.front.run(ex_, reactor_.metrics());
@@ -395,11 +399,12 @@ void ClientConn::finish_request(bool close_client) {
   if (leftover > 0) {
     std::memmove(in_data(), in_data() + in_pos_, leftover);
     in_len_ = leftover;
+    early_end_ = early_end_ > in_pos_ ? early_end_ - in_pos_ : 0;
     start_request();
     return parse_head();
   }
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
-  in_len_ = in_pos_ = 0;
+  in_len_ = in_pos_ = early_end_ = 0;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   do_client_read();
 }

@@ -212,6 +212,9 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // Buffers (borrowed from the reactor's pools while a request is in progress).
   char* in_ = nullptr;
   std::size_t in_len_ = 0;  // bytes in in_data()
+  // The first early_end_ bytes of in_data() arrived in TLS early data (0-RTT): a request whose
+  // head starts there is an early one (resilience.protocol.early_data_safe_methods).
+  std::size_t early_end_ = 0;
   std::size_t in_pos_ = 0;  // bytes consumed by the parser
   char* cout_ = nullptr;
   std::size_t cout_len_ = 0;

@@ -56,6 +56,7 @@ class ProtocolStage final : public Stage {
     connect_denied_ = prebuild_answer(Reason::connect_denied, 0, 403);
     denied_path_ = prebuild_answer(Reason::denied_path, 0);
     authority_mismatch_ = prebuild_answer(Reason::authority_mismatch, 0);
+    too_early_ = prebuild_answer(Reason::too_early, 0);
   }
 
   Decision check(Exchange& ex, Ticket&) const noexcept override {
@@ -69,6 +70,8 @@ class ProtocolStage final : public Stage {
                                : Decision::stop(v.reason, &connect_denied_, 403);
       case Reason::denied_path:
         return Decision::stop(v.reason, &denied_path_);
+      case Reason::too_early:
+        return Decision::stop(v.reason, &too_early_);
       default:
         return Decision::stop(v.reason, &authority_mismatch_);
     }
@@ -81,6 +84,7 @@ class ProtocolStage final : public Stage {
   PrebuiltAnswer connect_denied_;
   PrebuiltAnswer denied_path_;
   PrebuiltAnswer authority_mismatch_;
+  PrebuiltAnswer too_early_;
 };
 
 }  // namespace

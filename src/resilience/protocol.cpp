@@ -80,6 +80,7 @@ std::optional<uint16_t> port_number(std::string_view port) noexcept {
 ProtocolPolicy::ProtocolPolicy(const ProtocolParams& params)
     : methods_(params.allowed_methods),
       denied_(params.denied_path_prefixes),
+      early_safe_(params.early_data_safe_methods),
       connect_ports_(params.connect_allowed_ports),
       allow_(join_allow(params)),
       enforce_host_match_(params.enforce_authority_host_match),
@@ -100,6 +101,10 @@ Verdict ProtocolPolicy::refuse(Reason reason, int status) const noexcept {
 Verdict ProtocolPolicy::check(const RequestView& request) const noexcept {
   if (request.is_connect && !allow_connect_) return refuse(Reason::connect_denied, 405);
   if (!method_allowed(request.method)) return refuse(Reason::method_not_allowed, 405);
+  // Early data can be replayed (RFC 8470): only the safe methods are taken from it.
+  if (request.early_data && !contains(early_safe_, request.method)) {
+    return refuse(Reason::too_early, 425);
+  }
   if (request.is_connect) {
     return connect_target_allowed(request.target) ? Verdict{} : refuse(Reason::connect_denied, 403);
   }

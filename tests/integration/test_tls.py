@@ -435,6 +435,101 @@ class TlsHandshakesUnderTheInflightCap(FloodgateTestCase):
             self.assertEqual(c.request("GET", "/echo?again", host="cap.test").status, 200)
 
 
+class EarlyDataClient(FloodgateTestCase):
+    """A floodgate with one TLS 1.3 listener and `openssl s_client` sessions that try early
+    data (0-RTT): a ticket from a full handshake (-sess_out), then a resumption that sends a
+    request from a file as early data (-sess_in -early_data)."""
+
+    allow_0rtt = True
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        cert, key = cls.ca.leaf("early", ["early.test"], kind="ec")
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     resilience={"protocol": {"allow_0rtt": cls.allow_0rtt}},
+                                     tls=[{"certificate": cert, "private_key": key}])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    def s_client(self, *args, data=b""):
+        p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.fg.tls_port,
+                            "-servername", "early.test", "-tls1_3", "-CAfile", self.ca.cert,
+                            "-ign_eof"] + list(args),
+                           input=data, capture_output=True, timeout=30)
+        return (p.stdout + p.stderr).decode(errors="replace")
+
+    def session(self, name):
+        """A session ticket from a full handshake."""
+        path = os.path.join(self.ca.dir, name + ".sess")
+        out = self.s_client("-sess_out", path,
+                            data=b"GET /echo?ticket HTTP/1.1\r\nHost: early.test\r\n"
+                                 b"Connection: close\r\n\r\n")
+        self.assertIn("HTTP/1.1 200", out)
+        self.assertTrue(os.path.getsize(path) > 0, out)
+        return path
+
+    def early(self, name, request):
+        path = os.path.join(self.ca.dir, name + ".req")
+        with open(path, "wb") as f:
+            f.write(request)
+        return self.s_client("-sess_in", self.session(name), "-early_data", path)
+
+
+class TlsEarlyData(EarlyDataClient):
+    """resilience.protocol.allow_0rtt = true: a resumed TLS 1.3 session may send its first
+    requests in early data (0-RTT). A GET there is forwarded with Early-Data: 1, a POST is
+    answered 425 too_early and never reaches the backend, and a request after the handshake
+    carries no Early-Data."""
+
+    def test_a_get_in_early_data_is_forwarded_with_early_data_1(self):
+        out = self.early("get", b"GET /echo?early-get HTTP/1.1\r\nHost: early.test\r\n"
+                                b"Connection: close\r\n\r\n")
+        self.assertIn("Early data was accepted", out)
+        self.assertIn("HTTP/1.1 200", out)
+        seen = self.backend.wait_for_target("/echo?early-get")
+        self.assertEqual(seen.header("early-data"), "1")
+
+    def test_a_post_in_early_data_is_answered_425_too_early(self):
+        out = self.early("post", b"POST /echo?early-post HTTP/1.1\r\nHost: early.test\r\n"
+                                 b"Content-Length: 5\r\nConnection: close\r\n\r\nhello")
+        self.assertIn("Early data was accepted", out)
+        self.assertIn("HTTP/1.1 425 Too Early", out)
+        self.assertIn("X-Floodgate-Reason: too_early", out)
+        self.assertEqual([r for r in self.backend.snapshot() if "early-post" in r.target], [])
+        poll(lambda: self.fg.metrics().value("floodgate_responses_generated_total",
+                                             reason="too_early") >= 1,
+             what="the 425 counted")
+
+    def test_a_request_after_the_handshake_carries_no_early_data(self):
+        with TlsConn(self.fg.tls_port, client_context(self.ca.cert), "early.test") as c:
+            self.assertEqual(c.request("POST", "/echo?after", body=b"x",
+                                       host="early.test").status, 200)
+        seen = self.backend.wait_for_target("/echo?after")
+        self.assertIsNone(seen.header("early-data"))
+
+
+class TlsEarlyDataOff(EarlyDataClient):
+    """allow_0rtt = false (the default): tickets allow no early data, so a resuming client
+    sends none and nothing reaches the backend before the handshake ends."""
+
+    allow_0rtt = False
+
+    def test_a_resuming_client_cannot_send_early_data(self):
+        out = self.early("off", b"GET /echo?early-off HTTP/1.1\r\nHost: early.test\r\n"
+                                b"Connection: close\r\n\r\n")
+        self.assertIn("Reused, TLSv1.3", out)
+        self.assertNotIn("Early data was accepted", out)
+        self.assertEqual([r for r in self.backend.snapshot() if "early-off" in r.target], [])
+
+
 class TlsConfiguration(unittest.TestCase):
     """`floodgate check` on [[server.tls]] entries: every file error names the file and the
     reason, at the key's position."""

@@ -96,6 +96,7 @@ struct Outcome {
       case Reason::denied_path:
       case Reason::authority_mismatch:
       case Reason::connect_denied:
+      case Reason::too_early:
       case Reason::circuit_open:
       case Reason::brownout:
       case Reason::adaptive_limit:

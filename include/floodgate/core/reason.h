@@ -49,6 +49,7 @@ enum class Reason : unsigned char {
   backend_unavailable,
   backend_error,
   upstream_tls_failed,  // [upstreams.tls]
+  too_early,            // resilience.protocol.allow_0rtt
   count_                // number of reasons; keep last
 };
 
@@ -131,6 +132,9 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "the quota backend answered with an error and the request cannot be counted"},
     {"upstream_tls_failed", 502, "Bad Gateway",
      "the TLS handshake with the backend failed or its certificate was refused"},
+    {"too_early", 425, "Too Early",
+     "the request arrived in TLS early data (0-RTT) and its method is not in "
+     "resilience.protocol.early_data_safe_methods; send it again once the handshake is done"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

@@ -41,13 +41,14 @@ struct StageReason {
   StageId stage;
   Reason reason;
 };
-inline constexpr std::array<StageReason, 19> kStageReasons{{
+inline constexpr std::array<StageReason, 20> kStageReasons{{
     {StageId::inflight, Reason::inflight_cap},
     {StageId::memory_guard, Reason::memory_pressure},
     {StageId::protocol, Reason::method_not_allowed},
     {StageId::protocol, Reason::denied_path},
     {StageId::protocol, Reason::authority_mismatch},
     {StageId::protocol, Reason::connect_denied},
+    {StageId::protocol, Reason::too_early},
     {StageId::circuit_breaker, Reason::circuit_open},
     {StageId::brownout, Reason::brownout},
     {StageId::adaptive_admission, Reason::adaptive_limit},

@@ -70,6 +70,9 @@ struct ForwardInfo {
   // configured, as nginx's $proxy_host.
   std::string_view backend_host = {};
   bool https = false;  // the client spoke TLS: X-Forwarded-Proto: https
+  // The request's head began in TLS early data: Early-Data: 1 (RFC 8470 section 5.1), unless
+  // the client's request has that field already (it is forwarded, never removed).
+  bool early_data = false;
 };
 
 // Writes the request head the backend receives (HTTP/1.1, keep-alive). Returns false when it

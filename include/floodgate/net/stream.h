@@ -125,6 +125,7 @@ class Stream : public PollTarget {
   void tls_shutdown_send();
   void tls_pump();
   bool tls_handshake();
+  bool tls_early_read_step();
   bool tls_write_step();
   bool tls_read_step(bool& want_read);
   void tls_flush();

@@ -42,9 +42,10 @@ class TlsServerConfig {
     std::string text() const;  // "server.tls[0].certificate: ..."
   };
   // Reads every certificate and key and builds the contexts; nullptr and `error` when an entry
-  // cannot be used.
+  // cannot be used. `early_data`: accept TLS 1.3 early data (resilience.protocol.allow_0rtt) on
+  // the entries with session tickets.
   static std::shared_ptr<const TlsServerConfig> build(const std::vector<TlsCertParams>& entries,
-                                                      Error& error);
+                                                      Error& error, bool early_data = false);
   ~TlsServerConfig();
   TlsServerConfig(const TlsServerConfig&) = delete;
   TlsServerConfig& operator=(const TlsServerConfig&) = delete;
@@ -135,7 +136,14 @@ class TlsSession {
   std::array<char, kInputBytes> input;  // NOLINT(cppcoreguidelines-pro-type-member-init)
 
   bool established = false;  // the handshake finished
-  bool failed = false;       // a fatal error: nothing more is read or written
+  // TLS 1.3 early data (server side, resilience.protocol.allow_0rtt): `early_phase` while the
+  // engine reads the client's early data (SSL_read_early_data) and answers it as 0.5-RTT data
+  // (SSL_write_early_data), until the client's EndOfEarlyData; `read_early` for the read just
+  // delivered when its bytes came from early data; `early_data` once any did.
+  bool early_phase = false;
+  bool read_early = false;
+  bool early_data = false;
+  bool failed = false;  // a fatal error: nothing more is read or written
   bool handshake_reported = false;
   std::chrono::steady_clock::time_point started{};
 

@@ -62,7 +62,7 @@ struct ProtocolParams {
   std::vector<uint16_t> connect_allowed_ports{};  // 1..65535, distinct
   // Exact "host:port", canonical: host in lower case, port 1..65535 without leading zeros.
   std::vector<std::string> connect_allowed_authorities{};
-  bool allow_0rtt = false;  // validated here; enforced with TLS
+  bool allow_0rtt = false;  // TLS 1.3 early data on the [[server.tls]] listeners
   std::vector<std::string> early_data_safe_methods{"GET", "HEAD"};
   Mode mode = Mode::enforce;
   bool operator==(const ProtocolParams&) const = default;

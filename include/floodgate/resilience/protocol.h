@@ -97,8 +97,9 @@ class ProtocolPolicy {
   bool connect_target_allowed(std::string_view target) const noexcept;
   bool path_denied(std::string_view path) const noexcept;
 
-  std::vector<std::string> methods_;  // empty = every method
-  std::vector<std::string> denied_;   // as configured
+  std::vector<std::string> methods_;     // empty = every method
+  std::vector<std::string> denied_;      // as configured
+  std::vector<std::string> early_safe_;  // early_data_safe_methods
   std::vector<HostPort> connect_authorities_;
   std::vector<uint16_t> connect_ports_;
   std::string allow_;

@@ -25,6 +25,8 @@ struct RequestView {
   bool upgrade = false;  // forwarded as an upgrade (http::RequestFacts::upgrade: WebSocket...)
   bool origin_present = false;                         // an Origin field is present
   bool access_control_request_method_present = false;  // Access-Control-Request-Method too
+  // Its head began in TLS 1.3 early data (0-RTT, before the client's Finished): replayable.
+  bool early_data = false;
 };
 
 }  // namespace floodgate::resilience

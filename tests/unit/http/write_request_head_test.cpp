@@ -249,6 +249,20 @@ TEST(WriteRequestHead, ARequestWithoutHostGetsTheBackendAddressAsHost) {
   EXPECT_EQ(Forwarded("GET / HTTP/1.0\r\nHost: h\r\n\r\n", fwd).values("Host"), Values{"h"});
 }
 
+TEST(WriteRequestHead, ARequestFromEarlyDataCarriesEarlyData1) {
+  const ForwardInfo early{.client_ip = "10.0.0.9", .request_id = "r", .early_data = true};
+  EXPECT_EQ(Forwarded("GET / HTTP/1.1\r\nHost: h\r\n\r\n", early).values("Early-Data"),
+            Values{"1"});
+  EXPECT_TRUE(Forwarded("GET / HTTP/1.1\r\nHost: h\r\n\r\n").values("Early-Data").empty());
+}
+
+TEST(WriteRequestHead, AnEarlyDataFieldFromTheClientIsForwardedOnceAndNeverRemoved) {
+  const ForwardInfo early{.client_ip = "10.0.0.9", .request_id = "r", .early_data = true};
+  const std::string_view request = "GET / HTTP/1.1\r\nHost: h\r\nEarly-Data: 1\r\n\r\n";
+  EXPECT_EQ(Forwarded(request, early).values("Early-Data"), Values{"1"});
+  EXPECT_EQ(Forwarded(request).values("Early-Data"), Values{"1"});
+}
+
 TEST(OptionsResponse, IsA200WithAllowAndAnEmptyBody) {
   for (const bool close : {false, true}) {
     testing::Message m(Parser::Kind::response, options_response(close));

@@ -425,6 +425,37 @@ TEST_F(FrontChain, AuthorityDifferentFromHostIsRefused400AuthorityMismatch) {
   EXPECT_TRUE(contains(bytes, "\r\nX-Floodgate-Reason: authority_mismatch\r\n")) << bytes;
 }
 
+TEST_F(FrontChain, APostFromEarlyDataIsRefused425TooEarly) {
+  build(0);
+  Exchange ex;
+  RequestView r = request("POST", "/orders");
+  r.early_data = true;
+  const Decision d = run(ex, r);
+  EXPECT_EQ(d.verdict, Verdict::stop);
+  EXPECT_EQ(d.reason, Reason::too_early);
+  EXPECT_EQ(status_of(d), 425);
+  ASSERT_NE(d.answer, nullptr);
+  const std::string_view bytes = d.answer->bytes(false);
+  EXPECT_TRUE(bytes.starts_with("HTTP/1.1 425 Too Early\r\n")) << bytes;
+  EXPECT_TRUE(contains(bytes, "\r\nX-Floodgate-Reason: too_early\r\n")) << bytes;
+  EXPECT_TRUE(well_formed(bytes)) << bytes;
+  Exchange get;
+  RequestView g = request("GET", "/orders");
+  g.early_data = true;
+  EXPECT_EQ(run(get, g).verdict, Verdict::go);
+}
+
+TEST_F(FrontChain, ShadowProtocolPolicyForwardsAnEarlyPostAndCountsIt) {
+  params.protocol.mode = Mode::shadow;
+  build(0);
+  Exchange ex;
+  RequestView r = request("POST", "/orders");
+  r.early_data = true;
+  EXPECT_EQ(run(ex, r).verdict, Verdict::go);
+  EXPECT_EQ(ex.would_reject, Reason::too_early);
+  EXPECT_EQ(shadow_count(StageId::protocol, Reason::too_early), 1u);
+}
+
 TEST_F(FrontChain, ShadowProtocolPolicyAdmitsAndCountsEachReason) {
   params.protocol.mode = Mode::shadow;
   params.protocol.allowed_methods = {"GET"};

@@ -33,6 +33,8 @@ class Request {
   }
   Request(const Request&) = delete;
   const RequestView& view() const { return view_; }
+  // Its head began in TLS early data (0-RTT).
+  void arrived_early() { view_.early_data = true; }
 
  private:
   MatchPath match_;
@@ -51,6 +53,13 @@ struct Outcome {
 Outcome check(const ProtocolParams& params, std::string_view method, std::string_view target,
               std::string_view host = "example.com") {
   const Request request(method, target, host);
+  return Outcome(ProtocolPolicy(params).check(request.view()));
+}
+
+Outcome check_early(const ProtocolParams& params, std::string_view method,
+                    std::string_view target = "/") {
+  Request request(method, target);
+  request.arrived_early();
   return Outcome(ProtocolPolicy(params).check(request.view()));
 }
 
@@ -246,6 +255,40 @@ TEST(ProtocolConnect, IsJudgedOnItsTargetNotItsHostOrPath) {
   ProtocolParams params = connect_to({}, {443});
   params.denied_path_prefixes = {"/"};
   expect_pass(check(params, "CONNECT", "a:443", "other.example"));
+}
+
+TEST(ProtocolEarlyData, ASafeMethodInEarlyDataPasses) {
+  expect_pass(check_early({}, "GET"));
+  expect_pass(check_early({}, "HEAD", "/index.html"));
+}
+
+TEST(ProtocolEarlyData, AnyOtherMethodInEarlyDataIs425TooEarly) {
+  expect_refused(check_early({}, "POST"), Reason::too_early, 425);
+  expect_refused(check_early({}, "DELETE", "/item/1"), Reason::too_early, 425);
+  expect_refused(check_early({}, "OPTIONS"), Reason::too_early, 425);
+}
+
+TEST(ProtocolEarlyData, TheSameMethodAfterTheHandshakePasses) {
+  expect_pass(check({}, "POST", "/"));
+}
+
+TEST(ProtocolEarlyData, TheConfiguredSafeListIsTheOneApplied) {
+  ProtocolParams p;
+  p.early_data_safe_methods = {"GET"};
+  expect_pass(check_early(p, "GET"));
+  expect_refused(check_early(p, "HEAD"), Reason::too_early, 425);
+}
+
+TEST(ProtocolEarlyData, AMethodOutsideTheAllowListIsStill405First) {
+  ProtocolParams p;
+  p.allowed_methods = {"GET"};
+  expect_refused(check_early(p, "POST"), Reason::method_not_allowed, 405);
+}
+
+TEST(ProtocolEarlyData, ADeniedPathIsStill403ForAnEarlyGet) {
+  ProtocolParams p;
+  p.denied_path_prefixes = {"/admin"};
+  expect_refused(check_early(p, "GET", "/admin/x"), Reason::denied_path, 403);
 }
 
 TEST(ProtocolDefaults, PassOrdinaryRequestsAndRefuseConnect) {
