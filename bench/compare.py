@@ -10,6 +10,14 @@ the wrk run, summed over the proxy's processes and threads, divided by wrk's req
 Then (unless --idle 0) it measures the RSS per idle keep-alive client connection of each proxy
 with idle_conns.py.
 
+With --tls the proxies' client side speaks TLS (one ECDSA P-256 certificate, TLS 1.3 as wrk
+negotiates it; targets.py) and wrk connects with https. --new-connections makes every request
+open a new connection (Connection: close), so with --tls each one is a full handshake: the CPU
+per request is then the CPU per handshake. --flood N runs a second wrk of N connections that
+each make one request and close (with --tls: a full handshake flood) against the same target
+during every measured run; the measured run's latency is then that of the established
+connections under the flood (the flood's own figures are reported separately).
+
 Prints a markdown table of medians across rounds and the floodgate/HAProxy ratios, and writes
 raw per-round numbers to bench/results/<timestamp>.txt. Run with --help for the options; each
 one can also come from the environment variable named in its help.
@@ -79,12 +87,24 @@ def parse_args():
     p.add_argument("--header", action="append", default=[],
                    help="a header line wrk sends with every request (repeatable), e.g. "
                         "'X-Tenant: acme'")
+    p.add_argument("--tls", action="store_true", default=env("TLS", "") not in ("", "0"),
+                   help="the proxies listen with TLS and wrk uses https (TLS=1); excludes "
+                        "the direct target")
+    p.add_argument("--new-connections", action="store_true",
+                   default=env("NEW_CONNECTIONS", "") not in ("", "0"),
+                   help="one request per connection, Connection: close (NEW_CONNECTIONS=1)")
+    p.add_argument("--flood", type=int, default=int(env("FLOOD", 0)),
+                   help="connections of a one-request-per-connection wrk run alongside every "
+                        "measured run (FLOOD, default 0: none)")
     p.add_argument("--results-dir", default=env("RESULTS_DIR", os.path.join(HERE, "results")),
                    help="where the raw results file goes (RESULTS_DIR)")
     args = p.parse_args()
     args.targets = [t for t in args.targets.split(",") if t]
     if args.floodgate_prev and "floodgate-prev" not in args.targets:
         args.targets.append("floodgate-prev")
+    if args.tls:
+        args.targets = [t for t in args.targets if t != "direct"]
+        args.idle = 0           # idle_conns.py speaks plain HTTP
     unknown = set(args.targets) - set(targets.TARGETS)
     if unknown:
         p.error(f"unknown targets: {', '.join(sorted(unknown))}")
@@ -122,11 +142,28 @@ def host_cpu():
     return total - idle - steal, steal, total
 
 
+def wrk_command(args, port, duration, connections, close=False):
+    headers = list(args.header) + (["Connection: close"] if close else [])
+    scheme = "https" if args.tls else "http"
+    return (["taskset", "-c", args.pin_wrk] if args.pin_wrk else []) + [
+        "wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency",
+        *[a for h in headers for a in ("-H", h)], f"{scheme}://127.0.0.1:{port}/"]
+
+
 def run_wrk(args, port, duration):
-    cmd = (["taskset", "-c", args.pin_wrk] if args.pin_wrk else []) + [
-        "wrk", "-t1", f"-c{args.connections}", f"-d{duration}s", "--latency",
-        *[a for h in args.header for a in ("-H", h)], f"http://127.0.0.1:{port}/"]
+    cmd = wrk_command(args, port, duration, args.connections, args.new_connections)
+    flood = None
+    if args.flood > 0:
+        # Started first and given a second to build up; it runs a second past the measured run.
+        flood = subprocess.Popen(wrk_command(args, port, duration + 2, args.flood, close=True),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(1)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    if flood is not None:
+        flood_out, _ = flood.communicate(timeout=duration + 60)
+        f = parse_wrk(flood_out)
+        print(f"  flood: {f['rps']:.0f} conn/s p99 {f['p99_ms']:.3f} ms errors {f['errors']}",
+              file=sys.stderr, flush=True)
     if out.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed:\n{out.stdout}{out.stderr}")
     return out.stdout
@@ -186,7 +223,11 @@ def fmt(spec, value):
 
 def summary(args, rounds, names, idle, pending):
     lines = [f"Medians of {len(rounds)} interleaved rounds, wrk -t1 -c{args.connections} "
-             f"-d{args.duration}s, keep-alive, {os.cpu_count()} CPUs"
+             f"-d{args.duration}s, "
+             + ("a new connection per request" if args.new_connections else "keep-alive")
+             + (", TLS" if args.tls else "")
+             + (f", during a flood of {args.flood} one-request connections" if args.flood else "")
+             + f", {os.cpu_count()} CPUs"
              + (", forward headers on" if args.forward_headers else "") + ".", "",
              "| target | " + " | ".join(c[1] for c in COLUMNS) + " | idle KiB/conn |",
              "|---" * (len(COLUMNS) + 2) + "|"]
@@ -295,7 +336,7 @@ def main():
              if path}
     with targets.Stack(args.floodgate, args.forward_headers, pins,
                        floodgate_prev_bin=args.floodgate_prev, extra_toml=extra,
-                       headers=args.header) as stack:
+                       headers=args.header, tls=args.tls) as stack:
         stack.start("backend")
         for name in active:
             stack.start(name)

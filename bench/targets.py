@@ -11,6 +11,11 @@ idle timeouts long enough for the idle-connection test. With forward_headers=Tru
 nginx also add the headers floodgate always adds (X-Forwarded-For/-Proto/-Host, Via,
 X-Request-Id), so the per-request header work is the same on every proxy.
 
+With tls=True (compare.py --tls) every proxy's client side speaks TLS on its port instead: one
+ECDSA P-256 certificate made for the run (make_certificate), TLS 1.2 and 1.3 with each
+proxy's default ciphers and session tickets, ALPN http/1.1; the backend stays plain HTTP, so
+"direct" has no TLS variant. floodgate also keeps a plain listener on another port.
+
 Contract: a Stack owns every process it starts; Stack.stop() (also run by `with`) stops them
 all, first with SIGTERM, then SIGKILL to the process group it created. Not thread-safe.
 """
@@ -21,6 +26,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -56,6 +62,21 @@ def unused_port(taken=()):
             except OSError:
                 continue
     raise RuntimeError("no unused port found in 20000-32767")
+
+
+def make_certificate(d):
+    """A self-signed ECDSA P-256 certificate for "bench" in D: (cert, key, combined) paths;
+    HAProxy wants the certificate and key in one file."""
+    cert, key, both = f"{d}/bench.crt", f"{d}/bench.key", f"{d}/bench.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=bench", "-addext", "subjectAltName=DNS:bench"],
+                   check=True, capture_output=True)
+    with open(both, "w") as out:
+        for path in (cert, key):
+            with open(path) as f:
+                out.write(f.read())
+    return cert, key, both
 
 
 # --- configurations ------------------------------------------------------------------------
@@ -97,9 +118,9 @@ def backend_config(d, port, nofile):
 
 
 def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_params="",
-                       location_extra="", error_level="warn"):
+                       location_extra="", error_level="warn", tls=None):
     """`server_params` follow each `server` of the upstream (e.g. "max_fails=3"); the lines of
-    `location_extra` go at the end of the location."""
+    `location_extra` go at the end of the location; `tls`: (cert, key, combined) paths."""
     params = f" {server_params}" if server_params else ""
     servers = "".join(f"        server 127.0.0.1:{p}{params};\n" for p in _ports(backend_port))
     extra = ""
@@ -112,14 +133,18 @@ def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_pa
             proxy_set_header X-Request-Id $request_id;
 """
     extra += location_extra
+    tls_lines = ""
+    if tls:
+        tls_lines = (f"        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]};\n"
+                     "        ssl_protocols TLSv1.2 TLSv1.3;\n")
     return _nginx_common(d, "nginx", nofile, error_level) + f"""    upstream backend {{
 {servers}        keepalive {KEEPALIVE};
         keepalive_requests 1000000;
         keepalive_timeout {IDLE_TIMEOUT_S}s;
     }}
     server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        location / {{
+        listen 127.0.0.1:{port} backlog=4096{" ssl" if tls else ""};
+{tls_lines}        location / {{
             proxy_pass http://backend;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
@@ -129,18 +154,19 @@ def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_pa
 """
 
 
-def haproxy_config(port, backend_port, nofile, forward_headers, backend_extra=""):
-    # `backend_extra`: lines for the backend section, before its servers.
+def haproxy_config(port, backend_port, nofile, forward_headers, backend_extra="", tls=None):
+    # `backend_extra`: lines for the backend section, before its servers; `tls`: (cert, key,
+    # combined) paths.
     # maxconn must admit the idle-connection test; HAProxy reserves 2 fds per connection, so
     # with a low hard fd limit it would refuse to start: "no strict-limits" makes that a warning.
     maxconn = max(1000, nofile - 500)
     extra = ""
     if forward_headers:
-        extra = """    option forwardfor
-    http-request set-header X-Forwarded-Proto http
+        extra = f"""    option forwardfor
+    http-request set-header X-Forwarded-Proto {"https" if tls else "http"}
     http-request set-header X-Forwarded-Host %[req.hdr(host)]
     http-request add-header Via "1.1 haproxy"
-    unique-id-format %{+X}o\\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
+    unique-id-format %{{+X}}o\\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
     unique-id-header X-Request-Id
 """
     return f"""global
@@ -160,7 +186,7 @@ defaults
     http-reuse always
 
 frontend fe
-    bind 127.0.0.1:{port}
+    bind 127.0.0.1:{port}{f" ssl crt {tls[2]} alpn http/1.1" if tls else ""}
 {extra}    default_backend be
 
 backend be
@@ -168,17 +194,22 @@ backend be
                                for i, p in enumerate(_ports(backend_port), 1))
 
 
-def floodgate_config(port, admin_port, backend_port, pool_tables=""):
+def floodgate_config(port, admin_port, backend_port, pool_tables="", tls=None, plain_port=0):
     """floodgate's configuration; `pool_tables` (TOML, e.g. an [upstreams.resilience] table)
     goes right after the pool's keys. FLOODGATE_IO in the environment sets server.io (auto,
-    io_uring or epoll; default: floodgate's own default, auto)."""
+    io_uring or epoll; default: floodgate's own default, auto). With `tls` ((cert, key,
+    combined) paths) `port` speaks TLS and the plain listener is `plain_port`."""
     io = os.environ.get("FLOODGATE_IO", "")
     io_line = f'io = "{io}"\n' if io else ""
+    tls_table = ""
+    if tls:
+        tls_table = (f'\n[[server.tls]]\nlisten = ["127.0.0.1:{port}"]\n'
+                     f'certificate = "{tls[0]}"\nprivate_key = "{tls[1]}"\n')
     return f"""[server]
-listen = ["127.0.0.1:{port}"]
+listen = ["127.0.0.1:{plain_port if tls else port}"]
 workers = 1
 {io_line}idle_timeout = "{IDLE_TIMEOUT_S}s"
-
+{tls_table}
 [admin]
 listen = "127.0.0.1:{admin_port}"
 
@@ -200,24 +231,27 @@ upstream = "backend"
 
 
 def write_config(kind, d, port, backend_port, floodgate_bin="", forward_headers=False,
-                 taken=(), extra_toml=""):
+                 taken=(), extra_toml="", tls=None):
     """Writes KIND's configuration into directory D; returns the argv that runs it in the
     foreground. KIND is "backend" or one of PROXIES. EXTRA_TOML (floodgate only) is appended to
-    its configuration: more tables, such as [[resilience.scoped_rate_limits]]."""
+    its configuration: more tables, such as [[resilience.scoped_rate_limits]]. TLS: (cert, key,
+    combined) paths when the proxies' client side speaks TLS."""
     nofile = nofile_hard()
     if kind in ("backend", "nginx"):
         text = (backend_config(d, port, nofile) if kind == "backend"
-                else nginx_proxy_config(d, port, backend_port, nofile, forward_headers))
+                else nginx_proxy_config(d, port, backend_port, nofile, forward_headers,
+                                        tls=tls))
         os.makedirs(f"{d}/{kind}-temp", exist_ok=True)
         path = f"{d}/{kind}.conf"
         argv = ["nginx", "-p", f"{d}/", "-e", f"{d}/{kind}-error.log", "-c", path]
     elif kind == "haproxy":
-        text = haproxy_config(port, backend_port, nofile, forward_headers)
+        text = haproxy_config(port, backend_port, nofile, forward_headers, tls=tls)
         path = f"{d}/haproxy.cfg"
         argv = ["haproxy", "-db", "-f", path]
     elif kind in FLOODGATES:
         admin = unused_port(taken=set(taken) | {port, backend_port})
-        text = floodgate_config(port, admin, backend_port) + extra_toml
+        plain = unused_port(taken=set(taken) | {port, backend_port, admin}) if tls else 0
+        text = floodgate_config(port, admin, backend_port, tls=tls, plain_port=plain) + extra_toml
         path = f"{d}/{kind}.toml"
         argv = [floodgate_bin, "-c", path]
     else:
@@ -283,11 +317,18 @@ def rss_kib(pids):
 
 # --- processes ------------------------------------------------------------------------------
 
-def http_get_ok(port, timeout=1.0, headers=()):
-    """True when GET / answers 200; `headers` are extra "Name: value" lines (the load's own)."""
+def http_get_ok(port, timeout=1.0, headers=(), tls=False):
+    """True when GET / answers 200; `headers` are extra "Name: value" lines (the load's own);
+    `tls`: over TLS, the certificate not checked."""
     extra = "".join(f"{h}\r\n" for h in headers).encode()
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+            s = raw
+            if tls:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                s = ctx.wrap_socket(raw, server_hostname="bench")
             s.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n" + extra
                       + b"\r\n")
             data = b""
@@ -317,9 +358,10 @@ class Target:
 
 class Stack:
     def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False,
-                 floodgate_prev_bin="", extra_toml=None, headers=()):
+                 floodgate_prev_bin="", extra_toml=None, headers=(), tls=False):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-")
         os.chmod(self.dir, 0o755)      # nginx workers run as nobody when started by root
+        self.tls = make_certificate(self.dir) if tls else None
         self.floodgate_bin = floodgate_bin
         self.floodgate_prev_bin = floodgate_prev_bin
         self.extra_toml = extra_toml or {}  # "floodgate" / "floodgate-prev" -> TOML appended
@@ -349,8 +391,10 @@ class Stack:
         port = self._port()
         backend_port = self.targets["backend"].port if kind != "backend" else 0
         binary = self.floodgate_prev_bin if kind == "floodgate-prev" else self.floodgate_bin
+        tls = self.tls if kind != "backend" else None
         argv = write_config(kind, self.dir, port, backend_port, binary,
-                            self.forward_headers, self._ports, self.extra_toml.get(kind, ""))
+                            self.forward_headers, self._ports, self.extra_toml.get(kind, ""),
+                            tls=tls)
         cpus = self.taskset.get(kind)
         argv = (["taskset", "-c", cpus] if cpus else []) + list(wrapper) + argv
         log = f"{self.dir}/{kind}.out"
@@ -360,7 +404,7 @@ class Stack:
         target = Target(kind, port, proc, log)
         self.targets[kind] = target
         deadline = time.monotonic() + ready_timeout
-        while not http_get_ok(port, headers=self.headers):
+        while not http_get_ok(port, headers=self.headers, tls=tls is not None):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{kind} did not start ({shlex.join(argv)}):\n"
                                    + tail(log))

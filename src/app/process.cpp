@@ -9,6 +9,7 @@
 
 #include "app.h"
 #include "floodgate/core/heap_count.h"
+#include "floodgate/net/ticket_keys.h"
 
 namespace floodgate::app {
 
@@ -89,6 +90,7 @@ int Process::run() {
   poll_trimmed();
   poll_memory();
   sweep_rate_limits();
+  rotate_ticket_keys();
   // Every listener is up (start()) and signals are caught from here on, so a stop is a
   // drain: tell systemd.
   notifier_.ready(gens_.active().snapshot->generation);
@@ -198,6 +200,19 @@ void Process::poll_memory() {
   });
 }
 
+void Process::rotate_ticket_keys() {
+  ticket_timer_.expires_after(net::TicketKeys::kPeriod);
+  ticket_timer_.async_wait([this](const error_code& ec) {
+    if (ec) return;
+    if (!net::TicketKeys::process().rotate()) {
+      spdlog::warn(
+          "TLS session ticket keys not rotated: OpenSSL's random generator failed; "
+          "the current keys stay for another period");
+    }
+    rotate_ticket_keys();
+  });
+}
+
 void Process::poll_trimmed() {
   trim_timer_.expires_after(std::chrono::seconds(10));
   trim_timer_.async_wait([this](const error_code& ec) {
@@ -241,6 +256,7 @@ void Process::poll_done() {
     trim_timer_.cancel();
     rate_timer_.cancel();
     memory_timer_.cancel();
+    ticket_timer_.cancel();
     signals_.cancel();
     if (admin_) admin_->close();
     io_.stop();

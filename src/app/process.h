@@ -173,6 +173,8 @@ class Process {
   // a file: the sampler reads /proc/meminfo at most once a second (a procfs read never waits
   // for a disk), and the reactors see the result in one atomic load.
   void poll_memory();
+  // Every net::TicketKeys::kPeriod: new TLS session ticket keys (net/ticket_keys.h).
+  void rotate_ticket_keys();
 
   // The in-flight cap this generation resolved, logged at start and on reload.
   static void log_front(const proxy::Snapshot& snap, const config::Config& cfg);
@@ -209,6 +211,7 @@ class Process {
   asio::steady_timer trim_timer_{io_};
   asio::steady_timer rate_timer_{io_};
   asio::steady_timer memory_timer_{io_};
+  asio::steady_timer ticket_timer_{io_};
   resilience::MeminfoSampler sampler_{gens_.active().config.resilience.memory_guard,
                                       gens_.front().memory, Clock::steady()};
   uint64_t trimmed_seen_ = 0;  // buffer bytes the reactors had given back at the last malloc_trim

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <optional>
 
+#include "floodgate/net/ticket_keys.h"
+
 namespace floodgate::net {
 
 namespace {
@@ -218,6 +220,9 @@ std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::si
   SSL_CTX_set_options(ctx, options);
   SSL_CTX_set_max_early_data(ctx, early_data && p.session_tickets ? kMaxEarlyData : 0);
   SSL_CTX_set_num_tickets(ctx, p.session_tickets ? kTicketsPerHandshake : 0);
+  // The process's rotating keys instead of the context's own (ticket_keys.h): tickets then
+  // outlive a reload, and no key serves longer than two rotation periods.
+  if (p.session_tickets) SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, TicketKeys::callback);
   // Stateless tickets only: OpenSSL's server session cache takes a lock per handshake.
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);

@@ -52,6 +52,12 @@ def head_with_fields(count, target="/echo?hc"):
     return ("GET %s HTTP/1.1\r\n%s\r\n\r\n" % (target, "\r\n".join(fields))).encode()
 
 
+# A request another test sends whose head floodgate may or may not have forwarded before the
+# refusal (the 413 of a body over the limit in one read races the backend connect): it can
+# reach the backend after that test ended, so `rejected` does not count it.
+MAY_ARRIVE_LATE = {"/echo?chunked-over-2"}
+
+
 class BadInput(FloodgateTestCase):
     @classmethod
     def setUpClass(cls):
@@ -70,8 +76,9 @@ class BadInput(FloodgateTestCase):
             r = c.read_response()
             self.assertGenerated(r, status, reason)
             c.wait_closed()
-        self.assertEqual(self.backend.request_count, before,
-                         "rejected request reached the backend: %r" % self.backend.snapshot()[before:])
+        reached = [r.target for r in self.backend.snapshot()[before:]
+                   if r.target not in MAY_ARRIVE_LATE]
+        self.assertEqual(reached, [], "rejected request reached the backend")
         return r
 
     def passes(self, raw, target):

@@ -306,6 +306,27 @@ class TlsCertificateReload(FloodgateTestCase):
         self.fg.signal(signal.SIGHUP)
         poll(lambda: self.reloads("ok") == ok + 1, what="the reload back")
 
+    def test_a_session_ticket_from_before_a_reload_resumes_after_it(self):
+        # The ticket keys are the process's, rotated on their own period, not the generation's.
+        ctx = client_context(self.ca.cert, minimum=ssl.TLSVersion.TLSv1_3)
+        with TlsConn(self.fg.tls_port, ctx, "r.test") as c:
+            self.assertEqual(c.request("GET", "/echo?ticket", host="r.test").status, 200)
+            session = c.sock.session
+        before = self.names()
+        ok = self.reloads("ok")
+        self.install(self.second if before == ["r.test"] else self.first)
+        try:
+            self.fg.signal(signal.SIGHUP)
+            poll(lambda: self.reloads("ok") == ok + 1, what="the reload")
+            with TlsConn(self.fg.tls_port, ctx, "r.test", session=session) as c:
+                self.assertEqual(c.request("GET", "/echo?resumed", host="r.test").status, 200)
+                self.assertTrue(c.sock.session_reused)
+        finally:
+            self.install(self.first if before == ["r.test"] else self.second)
+            ok = self.reloads("ok")
+            self.fg.signal(signal.SIGHUP)
+            poll(lambda: self.reloads("ok") == ok + 1, what="the reload back")
+
     def test_a_broken_certificate_file_keeps_the_old_certificate_and_says_why(self):
         before = self.names()
         errors = self.reloads("error")
