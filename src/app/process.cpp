@@ -188,6 +188,7 @@ std::string Process::watchdog_drain_reason() const {
 }
 
 void Process::force() {
+  for (auto& r : reactors_) r->begin_cut();  // all of them first (Reactor::begin_cut)
   for (auto& r : reactors_) r->force_close();
 }
 

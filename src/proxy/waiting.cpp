@@ -82,6 +82,11 @@ void ClientConn::on_wait_over() {
   const Decision d = stage.resume(ex_, ticket, w.result);
   ex_.tickets.commit();
   if (closed_) return;  // the client went away: the stage gave back what came
+  if (reactor_.cutting()) {
+    // A slot freed by the shutdown's cut elsewhere: this request is cut with the rest.
+    reactor_.count_cut();
+    return cut(OutcomeSource::floodgate);
+  }
   client_timer_.cancel();
   client_.cancel_read();
   if (const Reason gave_up = std::exchange(w.gave_up, Reason::none); gave_up != Reason::none) {

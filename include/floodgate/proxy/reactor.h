@@ -78,6 +78,14 @@ class Reactor {
   void drain();
   // Closes everything now; in-flight requests are cut and counted.
   void force_close();
+  // Marks the reactor as being cut, at once (any thread): from here a request that a slot
+  // freed elsewhere wakes from a pool's queue is cut instead of going on. The process marks
+  // every reactor before it posts any force_close(), so a slot that one reactor's cut frees
+  // cannot start a waiter on another before that one's own cut arrives.
+  void begin_cut() noexcept { cutting_.store(true, std::memory_order_release); }
+  bool cutting() const noexcept { return cutting_.load(std::memory_order_acquire); }
+  // A request cut outside force_close()'s walk (reactor thread).
+  void count_cut() noexcept { cut_requests_.fetch_add(1, std::memory_order_relaxed); }
   // Installs the next generation (posted; requests in progress keep theirs), then calls
   // `installed` on the reactor thread.
   void activate(std::shared_ptr<const Snapshot> next, std::function<void()> installed);
@@ -190,6 +198,7 @@ class Reactor {
   bool stopped_ = false;
   char next_id_[32] = {};  // the last request id handed out (hex digits, no terminator)
   std::atomic<uint64_t> cut_requests_{0};  // read by the main thread after join
+  std::atomic<bool> cutting_{false};       // begin_cut()
   std::atomic<bool> finished_{false};
   std::unique_ptr<QuotaLinks> quota_links_;  // after the poller and the wheel it uses
   std::unique_ptr<Resolver> resolver_;       // made on first use; posts into io_, so it ends first
