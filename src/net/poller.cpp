@@ -107,6 +107,7 @@ Poller::Poller(boost::asio::io_context& io, IoMode mode, const Clock& clock)
 
 Poller::~Poller() {
   ready_.release_all();
+  heavy_.release_all();
   wanted_.release_all();
   if (uring_) io_uring_queue_exit(uring_.get());  // ends every poll the kernel still holds
   ::close(wake_fd_);
@@ -300,6 +301,10 @@ void Poller::defer(PollTarget& target) {
   ready_.push(target);
 }
 
+void Poller::defer_heavy(PollTarget& target) {
+  heavy_.push(target);
+}
+
 void Poller::wake() {
   posted_.store(true, std::memory_order_release);  // after the post it announces
   ring_bell();
@@ -376,11 +381,13 @@ void Poller::run_uring() {
     run_posted();
     run_inbox();
     run_ready();
+    run_heavy();
     if (stopped_) break;
     submit_wanted_io();
     // Block only when nothing is ready; the tick timer bounds the wait anyway. The reads and
     // writes just submitted complete at once, so a wait for one completion returns then.
-    const bool more = !ready_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
+    const bool more =
+        !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
     enter(!more);
     now_ = clock_.now();
     reap();
@@ -413,9 +420,11 @@ void Poller::run_epoll() {
     run_posted();
     run_inbox();
     run_ready();
+    run_heavy();
     if (stopped_) break;
     // Block only when nothing is ready; the tick timer bounds the wait anyway.
-    const bool more = !ready_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
+    const bool more =
+        !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
     const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, more ? 0 : -1);
     now_ = clock_.now();
     if (n < 0) {
@@ -466,6 +475,14 @@ void Poller::run_ready() {
     }
     t->release();
   }
+}
+
+// One target a turn; those queued meanwhile go after the rest (defer_heavy()).
+void Poller::run_heavy() {
+  PollTarget* const t = heavy_.pop();
+  if (t == nullptr) return;
+  t->on_heavy();
+  t->release();
 }
 
 }  // namespace floodgate::net

@@ -3,7 +3,8 @@
 // socket and empties into it with its ordinary (raw) operations.
 //
 // tls_pump() runs whenever something changed (a plaintext operation started, a socket read or
-// write completed) and does every step that can make progress: the handshake, SSL_write of
+// write completed) and does every step that can make progress: the handshake (a server's on
+// the poller's heavy list when the client's bytes arrived, on_heavy()), SSL_write of
 // the pending plaintext, SSL_read into the pending read, the ciphertext out to the socket, and
 // a socket read when the engine needs bytes. A plaintext write completes once its ciphertext
 // is on the socket (the same back-pressure as in the clear); a failure is delivered after the
@@ -49,12 +50,11 @@ void Stream::tls_write(const char* data, std::size_t len, Done done) {
 
 void Stream::tls_shutdown_send() {
   if (fd_ < 0) return;
-  if (!tls_->established || tls_->failed) {
-    ::shutdown(fd_, SHUT_WR);
-    return;
+  if (tls_->established && !tls_->failed) {
+    SSL_shutdown(tls_->ssl());  // close_notify into the pair
+    ERR_clear_error();
   }
-  SSL_shutdown(tls_->ssl());  // close_notify into the pair; the socket half-closes after it
-  ERR_clear_error();
+  // The socket half-closes once the pair's ciphertext is out (a handshake flight, an alert).
   tls_shutdown_ = true;
   tls_kick_ = true;
   poller_.defer(*this);
@@ -65,7 +65,15 @@ void Stream::tls_pump() {
     bool progress = false;
     bool want_read = false;
     if (!tls_->failed && !tls_->established) {
-      progress |= tls_->early_phase ? tls_early_read_step() : tls_handshake();
+      if (tls_fresh_ && !tls_heavy_ && tls_->client() == nullptr) {
+        poller_.defer_heavy(*this);  // on_heavy() goes on from here
+      } else if (!tls_->early_phase) {
+        tls_fresh_ = false;
+        progress |= tls_handshake();
+      } else if (app_read_.done != nullptr) {  // the early-data step needs a plaintext read
+        tls_fresh_ = false;
+        progress |= tls_early_read_step();
+      }
     }
     if (!tls_->failed && !tls_->established) {
       want_read = true;  // the handshake waits for the peer (or for room, flushed below)
@@ -97,6 +105,16 @@ void Stream::tls_pump() {
     tls_kick_ = true;
     poller_.defer(*this);
   }
+}
+
+// A server handshake's step with the client's new bytes: the signature and key exchange of a
+// full handshake cost a few hundred microseconds, so they take their turn on the heavy list
+// rather than running inside the batch of events that brought the bytes (poller.h).
+void Stream::on_heavy() {
+  if (fd_ < 0 || tls_ == nullptr) return;
+  tls_heavy_ = true;
+  tls_pump();
+  tls_heavy_ = false;
 }
 
 bool Stream::tls_handshake() {
@@ -219,6 +237,7 @@ void Stream::tls_on_raw_read(const error_code& ec, std::size_t n) {
   if (!ec) {
     // Room for n was guaranteed when the read started, and only this stream writes the pair.
     BIO_write(tls_->net(), tls_->input.data(), static_cast<int>(n));
+    tls_fresh_ = true;
   } else {
     tls_eof_ = true;
     if (ec != asio::error::eof) tls_error_ = ec;  // a reset: the session fails with it

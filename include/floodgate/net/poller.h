@@ -81,6 +81,8 @@ class PollTarget {
   // io_uring only: prepares this target's reads and writes (Poller::prepare_recv/send). Called
   // for each target that asked with Poller::want_io(), right before the ring is entered.
   virtual void submit_io() {}
+  // Its turn on the heavy list (Poller::defer_heavy()).
+  virtual void on_heavy() {}
 
  protected:
   ~PollTarget() = default;
@@ -89,10 +91,12 @@ class PollTarget {
   friend class Poller;
   PollTarget* ready_next_ = nullptr;
   PollTarget* io_next_ = nullptr;
+  PollTarget* heavy_next_ = nullptr;
   void* slot_ = nullptr;  // io_uring: the registration that names this target
   uint32_t polled_ = 0;   // io_uring: readiness recorded for on_poll()
   bool queued_ = false;
   bool io_queued_ = false;
+  bool heavy_queued_ = false;
 };
 
 // Work handed to a reactor by another thread without allocating: an intrusive node the sender
@@ -135,6 +139,14 @@ class Poller {
   void remove(PollTarget& target);
   // Queues `target` on the ready list (once; no-op if queued).
   void defer(PollTarget& target);
+  // Queues `target` for on_heavy() on this turn or a later one (once; no-op if queued): work
+  // that costs far more than handling an event, a TLS handshake's key exchange and signature.
+  // Each turn runs the list's first target only, after the kernel's events, the inbox and the
+  // ready list: a flood of handshakes takes turns with the established connections instead of
+  // making every turn long. The list is bounded by the targets that exist (each is on it at
+  // most once), and a loop with heavy work queued does not wait for the kernel, so alone it
+  // runs that work back to back.
+  void defer_heavy(PollTarget& target);
 
   // io_uring: asks for target.submit_io() before the next entry into the ring (once).
   void want_io(PollTarget& target);
@@ -199,6 +211,7 @@ class Poller {
   void run_uring();
   void dispatch(int n);
   void run_ready();
+  void run_heavy();
   void drain_wake_fd();
   void ring_bell();  // writes the eventfd
   void run_posted();
@@ -233,6 +246,7 @@ class Poller {
   std::atomic<RemoteTask*> inbox_{nullptr};
   std::atomic<bool> posted_{false};  // wake() was called: the io_context may have work
   TargetQueue<&PollTarget::ready_next_, &PollTarget::queued_> ready_;
+  TargetQueue<&PollTarget::heavy_next_, &PollTarget::heavy_queued_> heavy_;  // defer_heavy()
   // io_uring: targets that asked for submit_io() this turn.
   TargetQueue<&PollTarget::io_next_, &PollTarget::io_queued_> wanted_;
   bool stopped_ = false;

@@ -66,8 +66,10 @@ class Stream : public PollTarget {
   void read_some(char* data, std::size_t cap, Done done);
   // Writes all of [data, data + len), then completes with len.
   void write(const char* data, std::size_t len, Done done);
-  bool reading() const { return read_.done != nullptr; }
-  bool writing() const { return write_.done != nullptr; }
+  // Whether a read_some() / write() of the owner's is pending (under TLS the session's own
+  // socket reads and writes are not: the engine may be reading while nobody asked it to).
+  bool reading() const { return (tls_ != nullptr ? app_read_ : read_).done != nullptr; }
+  bool writing() const { return (tls_ != nullptr ? app_write_ : write_).done != nullptr; }
   void shutdown_send();
   // Closes the socket (it leaves the epoll set) and drops pending operations.
   void close();
@@ -87,6 +89,7 @@ class Stream : public PollTarget {
   void on_polled(uint32_t events) override;
   void on_io(bool is_send, int result) override;
   void submit_io() override;
+  void on_heavy() override;  // a server handshake's step (tls_stream.cpp)
 
  protected:
   ~Stream();
@@ -175,6 +178,11 @@ class Stream : public PollTarget {
   bool tls_writing_ = false;             // a socket write of the pair's ciphertext is pending
   bool tls_eof_ = false;                 // the peer closed (or the socket failed)
   bool tls_shutdown_ = false;            // close_notify, then shutdown(SHUT_WR), once flushed
+  // A server handshake's steps run on the poller's heavy list (Poller::defer_heavy): when the
+  // client's bytes arrived since the handshake last ran (`tls_fresh_`), the engine waits for
+  // the list's turn (`tls_heavy_` while it runs there).
+  bool tls_fresh_ = false;
+  bool tls_heavy_ = false;
 };
 
 }  // namespace floodgate::net

@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "floodgate/core/clock.h"
 
@@ -129,6 +133,109 @@ TEST_P(PollerTest, ATaskSentFromAnotherThreadWakesAWaitingLoop) {
   if (!woke) poller.wake();  // a loop that slept through the task still has to end
   loop.join();
   EXPECT_TRUE(woke) << "a task sent from another thread did not wake the loop";
+}
+
+// Heavy work (a TLS handshake's step, Poller::defer_heavy) and the ordinary work of a turn,
+// recorded in the order the loop ran them. Each heavy step makes the connection it stands for
+// ready again (as its handshake flight does); the ordinary target stops the loop once every
+// heavy step has run. Without an ordinary target, the last heavy step stops it.
+struct Trace {
+  std::string order;
+  int heavy_left = 0;
+};
+
+class Ordinary final : public PollTarget {
+ public:
+  Ordinary(Poller& poller, Trace& trace) : poller_(poller), trace_(trace) {}
+  void on_poll(uint32_t) override {}
+  void on_ready() override {
+    trace_.order += 'r';
+    if (trace_.heavy_left == 0) poller_.stop();
+  }
+
+ private:
+  Poller& poller_;
+  Trace& trace_;
+};
+
+class Heavy final : public PollTarget {
+ public:
+  Heavy(Poller& poller, Trace& trace, Ordinary* ready)
+      : poller_(poller), trace_(trace), ready_(ready) {}
+  void on_poll(uint32_t) override {}
+  void on_ready() override {}
+  void on_heavy() override {
+    trace_.order += 'h';
+    --trace_.heavy_left;
+    if (ready_ != nullptr) return poller_.defer(*ready_);
+    if (trace_.heavy_left == 0) poller_.stop();
+  }
+
+ private:
+  Poller& poller_;
+  Trace& trace_;
+  Ordinary* const ready_;
+};
+
+// Stops a loop from another thread if it has not ended by itself within 20 s (a loop waiting
+// in the kernel with heavy work queued would never end).
+class Deadline {
+ public:
+  explicit Deadline(Poller& poller) : poller_(poller), stop_(poller) {
+    thread_ = std::thread([this] {
+      if (ended_.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready) {
+        return;
+      }
+      fired = true;
+      poller_.send(stop_);
+    });
+  }
+  ~Deadline() {
+    ended_.set_value();
+    thread_.join();
+  }
+  std::atomic<bool> fired = false;
+
+ private:
+  struct Stop final : RemoteTask {
+    explicit Stop(Poller& p)
+        : RemoteTask([](RemoteTask& t) { static_cast<Stop&>(t).poller.stop(); }), poller(p) {}
+    Poller& poller;
+  };
+  Poller& poller_;
+  Stop stop_;
+  std::promise<void> ended_;
+  std::thread thread_;
+};
+
+std::string heavy_trace(Poller& poller, bool with_ordinary_work, bool& timed_out) {
+  Trace trace;
+  Ordinary ready(poller, trace);
+  std::vector<std::unique_ptr<Heavy>> heavy;
+  for (int i = 0; i < 4; ++i) {
+    heavy.push_back(std::make_unique<Heavy>(poller, trace, with_ordinary_work ? &ready : nullptr));
+    poller.defer_heavy(*heavy.back());
+    ++trace.heavy_left;
+  }
+  poller.defer_heavy(*heavy.front());  // already queued: runs once
+  {
+    Deadline deadline(poller);
+    poller.run();
+    timed_out = deadline.fired;
+  }
+  return trace.order;
+}
+
+TEST_P(PollerTest, OneHeavyStepRunsPerTurnAfterTheTurnsOrdinaryWork) {
+  bool timed_out = false;
+  EXPECT_EQ(heavy_trace(*poller_, true, timed_out), "hrhrhrhr");
+  EXPECT_FALSE(timed_out);
+}
+
+TEST_P(PollerTest, HeavyWorkAloneRunsBackToBackWithoutWaitingForTheKernel) {
+  bool timed_out = false;
+  EXPECT_EQ(heavy_trace(*poller_, false, timed_out), "hhhh");
+  EXPECT_FALSE(timed_out) << "the loop waited in the kernel with heavy work queued";
 }
 
 INSTANTIATE_TEST_SUITE_P(BothInterfaces, PollerTest,
