@@ -6,7 +6,7 @@ packages=(build-essential cmake pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev openssl liburing-dev
   wrk haproxy nginx-light
-  clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server groff-base)
+  clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server groff-base ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,4 +37,11 @@ if ! command -v promtool >/dev/null 2>&1; then
   fi
   dpkg-deb --fsys-tarfile "$work"/prometheus_*.deb | tar -x -C "$work" ./usr/bin/promtool
   $sudo install -m 0755 "$work/usr/bin/promtool" /usr/local/bin/promtool
+fi
+
+# The compiler cache of scripts/test.sh, shared by every clone on this machine.
+if [ ! -d /var/cache/floodgate/ccache ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo mkdir -p /var/cache/floodgate/ccache 2>/dev/null || true
+  [ "$(id -u)" -eq 0 ] || $sudo chown "$(id -u):$(id -g)" /var/cache/floodgate/ccache 2>/dev/null || true
 fi

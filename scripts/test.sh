@@ -8,26 +8,79 @@
 # (scripts/package.sh, tests/package/). Beside all of them, clang-tidy checks every file in src/ with
 # warnings as errors (scripts/tidy.sh). Exits non-zero on any failure. This is README's test
 # command and the only thing .ci/run calls.
+#   scripts/test.sh                 every lane (what CI runs)
+#   scripts/test.sh --lane LANE     one lane: release, asan, tsan, fuzz, package or tidy
+# Every lane's compiler goes through ccache (CCACHE_DIR, default /var/cache/floodgate/ccache,
+# made by scripts/deps.sh); the run ends with a table of each lane's times and counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lanes=(release asan tsan fuzz package tidy)
+only=""
+while (($#)); do
+  case $1 in
+    --lane)
+      only=${2:-}
+      [[ " ${lanes[*]} " == *" $only "* ]] || { echo "test.sh: --lane takes one of: ${lanes[*]}" >&2; exit 2; }
+      shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+wanted() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 scripts/deps.sh
 jobs=$(nproc)
+
+# The compiler cache: outside the clone, so that every clone and every lane share it; paths are
+# rewritten relative to the clone (CCACHE_BASEDIR, CCACHE_NOHASHDIR), so a fresh clone in
+# another directory hits what an earlier one compiled.
+export CCACHE_DIR=${CCACHE_DIR:-/var/cache/floodgate/ccache}
+if ! mkdir -p "$CCACHE_DIR" 2>/dev/null || [ ! -w "$CCACHE_DIR" ]; then
+  CCACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/floodgate-ccache
+  mkdir -p "$CCACHE_DIR"
+fi
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+ccache --zero-stats >/dev/null
+
+# The summary: one row per lane that ran (build seconds, test seconds, tests passed and failed),
+# printed at exit whatever the outcome.
+summary=()
+lane_row() {  # lane, build s, test s, passed, failed
+  summary+=("$(printf '| %-8s | %7s | %7s | %7s | %6s |' "$@")")
+}
+print_summary() {
+  local rc=$?
+  echo "== floodgate: summary ($((SECONDS / 60))m$((SECONDS % 60))s in all$([ "$rc" -eq 0 ] || echo ", FAILED"))"
+  echo "| lane     | build s |  test s |  passed | failed |"
+  echo "|----------|---------|---------|---------|--------|"
+  local row
+  for row in "${summary[@]}"; do echo "$row"; done
+  ccache --print-stats 2>/dev/null | awk '
+    $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hit += $2 }
+    $1 == "cache_miss" { miss += $2 }
+    END { if (hit + miss > 0) printf "ccache: %d of %d compilations from the cache (%.0f%%)\n", hit, hit + miss, 100 * hit / (hit + miss) }' || true
+  return "$rc"
+}
 
 # clang-tidy runs in the background at idle priority (SCHED_IDLE: any other task on a core
 # preempts it at once), so it takes only the CPU the builds and tests leave; its result is read
 # between lanes, and waited for at the end. Its own process group (set -m) so that an early exit
 # can end all of it; the same session, so the idle priority counts against the lanes.
 tidy_log=$(mktemp /tmp/floodgate-tidy-log.XXXXXX)
-idle=(chrt --idle 0)
-"${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
-set -m
-"${idle[@]}" scripts/tidy.sh build-tidy "$jobs" >"$tidy_log" 2>&1 &
-tidy_pid=$!
-set +m
+tidy_pid=""
+tidy_started=$SECONDS
+if wanted tidy; then
+  idle=(chrt --idle 0)
+  "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
+  set -m
+  "${idle[@]}" scripts/tidy.sh build-tidy "$jobs" >"$tidy_log" 2>&1 &
+  tidy_pid=$!
+  set +m
+fi
 tidy_running() {  # by pid and command line: pids are reused, and tidy may have been reaped
   [ -n "$tidy_pid" ] && ps -o args= -p "$tidy_pid" 2>/dev/null | grep -q 'scripts/tidy\.sh'
 }
-trap 'if tidy_running; then kill -- -"$tidy_pid" 2>/dev/null; fi; rm -f "$tidy_log"' EXIT
+trap 'print_summary; if tidy_running; then kill -- -"$tidy_pid" 2>/dev/null; fi; rm -f "$tidy_log"' EXIT
 tidy_result() {  # [wait]: once clang-tidy has finished (or, with `wait`, when it does), prints
   # its output and fails the run if it failed
   [ -n "$tidy_pid" ] || return 0
@@ -47,42 +100,81 @@ tidy_result() {  # [wait]: once clang-tidy has finished (or, with `wait`, when i
   tidy_pid=""
   cat "$tidy_log"
   echo "== floodgate: clang-tidy done ($((SECONDS - waited))s waited for it)"
+  local files
+  files=$(sed -n 's/^== floodgate: clang-tidy .*), \([0-9]*\) files.*/\1/p' "$tidy_log")
+  lane_row tidy - "$((SECONDS - tidy_started))" "$([ "$rc" -eq 0 ] && echo "${files:-?}" || echo -)" \
+    "$([ "$rc" -eq 0 ] && echo 0 || echo fails)"
   return "$rc"
 }
 
-run_suite() {  # name, build dir, extra cmake args...
+run_suite() {  # lane, build dir, extra cmake args...
   local name=$1 dir=$2
   shift 2
+  local start=$SECONDS built tested rc=0 out
   echo "== floodgate: $name build ($dir)"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_TESTS=ON -DFLOODGATE_BENCH=OFF \
     -DFLOODGATE_FAULT_HOOKS=ON "$@" >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  cmake --build "$dir" -j "$jobs" || { lane_row "$name" "$((SECONDS - start))" - - -; return 1; }
+  built=$((SECONDS - start))
   echo "== floodgate: $name tests"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 300)
+  out=$(mktemp /tmp/floodgate-ctest.XXXXXX)
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 300) 2>&1 | tee "$out" || rc=$?
+  tested=$((SECONDS - start - built))
+  # ctest's last count: "NN% tests passed, F tests failed out of T"
+  local failed="" total=""
+  read -r failed total < <(sed -n 's/.* tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\1 \2/p' "$out" | tail -1) || true
+  rm -f "$out"
+  lane_row "$name" "$built" "$tested" "$((${total:-0} - ${failed:-0}))" "${failed:-?}"
+  ((rc == 0)) || return "$rc"
   tidy_result
 }
 
-run_suite release build
-# Sanitizers: leaks and undefined behaviour fail the run.
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-run_suite "asan+ubsan" build-asan -DFLOODGATE_SANITIZE=ON
-unset ASAN_OPTIONS UBSAN_OPTIONS
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-run_suite tsan build-tsan -DFLOODGATE_TSAN=ON -DCMAKE_CXX_FLAGS=-Wno-tsan
-unset TSAN_OPTIONS
-# Fuzzing: only the http, health probe, config and core code, built with clang.
-echo "== floodgate: fuzz build (build-fuzz)"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_FUZZ=ON \
-  -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target floodgate_fuzz -j "$jobs"
-echo "== floodgate: fuzz (${FUZZ_SECONDS:-15}s per target)"
-tests/fuzz/run.sh build-fuzz "${FUZZ_SECONDS:-15}"
-# The Debian package: built as an operator would (scripts/package.sh, a release build without
-# test code), unpacked into a scratch root and checked (tests/package/test_package.py).
-echo "== floodgate: package build (build-package)"
-scripts/package.sh build-package
-echo "== floodgate: package tests"
-FLOODGATE_PACKAGES=build-package/packages python3 -B -m unittest -v tests/package/test_package.py
+lane_built=""  # a lane without ctest sets it (mark_built) when its build is done
+mark_built() { lane_built=$SECONDS; }
+timed_lane() {  # lane, command...: a lane without ctest (fuzz, package)
+  local name=$1 start=$SECONDS rc=0
+  shift
+  lane_built=""
+  "$@" || rc=$?
+  local built=- tested=$((SECONDS - start))
+  if [ -n "$lane_built" ]; then built=$((lane_built - start)) tested=$((SECONDS - lane_built)); fi
+  lane_row "$name" "$built" "$tested" "$([ "$rc" -eq 0 ] && echo ok || echo -)" \
+    "$([ "$rc" -eq 0 ] && echo 0 || echo fails)"
+  return "$rc"
+}
+
+fuzz_lane() {
+  # Fuzzing: only the http, health probe, config and core code, built with clang.
+  echo "== floodgate: fuzz build (build-fuzz)"
+  # (timed_lane runs this in a condition, where `set -e` does not stop it: each step is chained)
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLOODGATE_FUZZ=ON \
+    -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF >/dev/null &&
+    cmake --build build-fuzz --target floodgate_fuzz -j "$jobs" && mark_built &&
+    echo "== floodgate: fuzz (${FUZZ_SECONDS:-15}s per target)" &&
+    tests/fuzz/run.sh build-fuzz "${FUZZ_SECONDS:-15}"
+}
+
+package_lane() {
+  # The Debian package: built as an operator would (scripts/package.sh, a release build without
+  # test code), unpacked into a scratch root and checked (tests/package/test_package.py).
+  echo "== floodgate: package build (build-package)"
+  scripts/package.sh build-package && mark_built &&
+    echo "== floodgate: package tests" &&
+    FLOODGATE_PACKAGES=build-package/packages python3 -B -m unittest -v tests/package/test_package.py
+}
+
+if wanted release; then run_suite release build; fi
+if wanted asan; then
+  # Sanitizers: leaks and undefined behaviour fail the run.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite asan build-asan -DFLOODGATE_SANITIZE=ON
+fi
+if wanted tsan; then
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    run_suite tsan build-tsan -DFLOODGATE_TSAN=ON -DCMAKE_CXX_FLAGS=-Wno-tsan
+fi
+if wanted fuzz; then timed_lane fuzz fuzz_lane; fi
+if wanted package; then timed_lane package package_lane; fi
 tidy_result wait
 echo "== floodgate: all tests passed"
