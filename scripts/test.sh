@@ -48,6 +48,9 @@ summary=()
 lane_row() {  # lane, build s, test s, passed, failed
   summary+=("$(printf '| %-8s | %7s | %7s | %7s | %6s |' "$@")")
 }
+lane_result() {  # lane, build s, test s, exit status, what the passed column says on success
+  if [ "$4" -eq 0 ]; then lane_row "$1" "$2" "$3" "$5" 0; else lane_row "$1" "$2" "$3" - fails; fi
+}
 print_summary() {
   local rc=$?
   echo "== floodgate: summary ($((SECONDS / 60))m$((SECONDS % 60))s in all$([ "$rc" -eq 0 ] || echo ", FAILED"))"
@@ -102,8 +105,7 @@ tidy_result() {  # [wait]: once clang-tidy has finished (or, with `wait`, when i
   echo "== floodgate: clang-tidy done ($((SECONDS - waited))s waited for it)"
   local files
   files=$(sed -n 's/^== floodgate: clang-tidy .*), \([0-9]*\) files.*/\1/p' "$tidy_log")
-  lane_row tidy - "$((SECONDS - tidy_started))" "$([ "$rc" -eq 0 ] && echo "${files:-?}" || echo -)" \
-    "$([ "$rc" -eq 0 ] && echo 0 || echo fails)"
+  lane_result tidy - "$((SECONDS - tidy_started))" "$rc" "${files:-?}"
   return "$rc"
 }
 
@@ -138,8 +140,7 @@ timed_lane() {  # lane, command...: a lane without ctest (fuzz, package)
   "$@" || rc=$?
   local built=- tested=$((SECONDS - start))
   if [ -n "$lane_built" ]; then built=$((lane_built - start)) tested=$((SECONDS - lane_built)); fi
-  lane_row "$name" "$built" "$tested" "$([ "$rc" -eq 0 ] && echo ok || echo -)" \
-    "$([ "$rc" -eq 0 ] && echo 0 || echo fails)"
+  lane_result "$name" "$built" "$tested" "$rc" ok
   return "$rc"
 }
 
