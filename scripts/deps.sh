@@ -2,7 +2,7 @@
 # Installs the Debian packages floodgate builds, tests and benchmarks with.
 # Only what is missing is installed; `apt-get update` runs once, and only when needed.
 set -euo pipefail
-packages=(build-essential cmake pkg-config python3 curl
+packages=(build-essential cmake ninja-build pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev openssl liburing-dev
   wrk haproxy nginx-light
@@ -39,9 +39,12 @@ if ! command -v promtool >/dev/null 2>&1; then
   $sudo install -m 0755 "$work/usr/bin/promtool" /usr/local/bin/promtool
 fi
 
-# The compiler cache of scripts/test.sh, shared by every clone on this machine.
-if [ ! -d /var/cache/floodgate/ccache ]; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo mkdir -p /var/cache/floodgate/ccache 2>/dev/null || true
-  [ "$(id -u)" -eq 0 ] || $sudo chown "$(id -u):$(id -g)" /var/cache/floodgate/ccache 2>/dev/null || true
-fi
+# The compiler cache of scripts/test.sh and clang-tidy's clean results (scripts/tidy.sh), shared
+# by every clone on this machine.
+for dir in /var/cache/floodgate/ccache /var/cache/floodgate/tidy; do
+  if [ ! -d "$dir" ]; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo mkdir -p "$dir" 2>/dev/null || true
+    [ "$(id -u)" -eq 0 ] || $sudo chown "$(id -u):$(id -g)" "$dir" 2>/dev/null || true
+  fi
+done

@@ -4,7 +4,11 @@
 # checked through the translation units that include them; third-party headers (Asio, spdlog,
 # toml++, ...) are parsed but never reported. Exits non-zero, printing each warning once, when
 # any check fires or a file does not compile; prints its wall time either way.
-#   scripts/tidy.sh [BUILD_DIR [JOBS]]     (defaults: build-tidy, nproc)
+#   scripts/tidy.sh [--all] [BUILD_DIR [JOBS]]     (defaults: build-tidy, nproc)
+# A file that passed before with the same input (scripts/tidy_keys.py: its preprocessed text,
+# so its own and every included header's content, its flags, clang-tidy's version and
+# .clang-tidy) is not checked again: clean results are kept by that key in FLOODGATE_TIDY_CACHE
+# (default /var/cache/floodgate/tidy, made by scripts/deps.sh). --all checks every file.
 # BUILD_DIR is configured, and only its generated header (floodgate_revision.h, for
 # src/app/version.cpp) is built: clang-tidy needs compile_commands.json and that header. It is
 # configured with clang so the flags are clang's.
@@ -12,6 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd -P)  # physical, as cmake and so the compilation database spell it
+all=no
+if [ "${1:-}" = --all ]; then all=yes; shift; fi
 build=${1:-build-tidy}
 jobs=${2:-$(nproc)}
 start=$SECONDS
@@ -24,7 +30,8 @@ if ! dpkg-query -W -f='${Status}' clang-tidy 2>/dev/null | grep -q "install ok i
 fi
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF >/dev/null
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF \
+  -DFLOODGATE_PCH=OFF >/dev/null
 cmake --build "$build" --target floodgate_revision >/dev/null
 
 # The translation units: every src/ entry of the compilation database; a .cpp under src/ that
@@ -44,11 +51,26 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
-echo "== floodgate: clang-tidy ($(clang-tidy --version | sed -n 's/.*LLVM version //p')), ${#units[@]} files, $jobs jobs"
 logs=$(mktemp -d /tmp/floodgate-tidy.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 # Reported: the main file always, and headers under include/floodgate/ and src/ of this tree.
 filter="^$(printf '%s' "$root" | sed 's/[][\\.*^$+?(){}|]/\\&/g')/(include/floodgate|src)/"
+
+# The cache of clean results: one empty file per key that passed.
+cache=${FLOODGATE_TIDY_CACHE:-/var/cache/floodgate/tidy}
+if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/floodgate-tidy
+  mkdir -p "$cache"
+fi
+# (The header filter's part of the key leaves out the clone's directory.)
+python3 -B scripts/tidy_keys.py "$build" "$jobs" "/(include/floodgate|src)/" "${units[@]}" >"$logs/keys"
+declare -A key_of=()
+todo=()
+while read -r key file; do
+  key_of[$file]=$key
+  if [ "$all" = yes ] || [ ! -e "$cache/$key" ]; then todo+=("$file"); fi
+done <"$logs/keys"
+echo "== floodgate: clang-tidy ($(clang-tidy --version | sed -n 's/.*LLVM version //p')), ${#units[@]} files, $((${#units[@]} - ${#todo[@]})) of them clean before with the same input, $jobs jobs"
 export build logs filter
 # One clang-tidy per file; a file's log is kept only when clang-tidy fails on it.
 run_one() {
@@ -60,7 +82,12 @@ run_one() {
   fi
 }
 export -f run_one
-printf '%s\0' "${units[@]}" | xargs -0 -n1 -P "$jobs" bash -c 'run_one "$1"' _
+if ((${#todo[@]})); then
+  printf '%s\0' "${todo[@]}" | xargs -0 -n1 -P "$jobs" bash -c 'run_one "$1"' _
+fi
+for file in "${todo[@]}"; do  # the passes, remembered
+  [ -e "$logs/$(echo "$file" | tr / _).log" ] || : >"$cache/${key_of[$file]}"
+done
 
 elapsed=$((SECONDS - start))
 times >"$logs/times"  # this shell's, then its children's user and system time
@@ -77,4 +104,4 @@ if ((${#failed[@]})); then
          keep'
   exit 1
 fi
-echo "tidy: ${#units[@]} files clean (${took})"
+echo "tidy: ${#units[@]} files clean, ${#todo[@]} of them checked (${took})"

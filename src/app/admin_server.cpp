@@ -27,12 +27,6 @@ using boost::system::error_code;
 
 namespace {
 
-#ifdef FLOODGATE_FAULT_HOOKS
-constexpr bool kFaultHooks = true;  // test builds: /fault/... (docs/operations.md, "Fault hooks")
-#else
-constexpr bool kFaultHooks = false;
-#endif
-
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kJson = "application/json";
@@ -248,7 +242,7 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
     timer_.cancel();
     const std::string_view path = request_.path;
     if (path == "/config" || path.starts_with("/config/") || path == "/status" ||
-        (kFaultHooks && path.starts_with("/fault/"))) {
+        (handlers_.fault_hooks && path.starts_with("/fault/"))) {
       return handlers_.control(request_, [self = shared_from_this()](const Response& r) {
         self->respond(r.status, r.body, "", r.content_type);
       });

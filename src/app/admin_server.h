@@ -87,6 +87,9 @@ class AdminServer {
     // Why floodgate drains without shutting down (the watchdog's drain): while it returns a
     // non-empty text, /healthz answers 503 with it. Optional.
     std::function<std::string()> drain_reason;
+    // Whether POST /fault/... goes to `control` too (floodgate-faults, fault_hooks.h); otherwise
+    // those paths are a 404 like any unknown one.
+    bool fault_hooks = false;
   };
 
   // Where it listens: a TCP address, or a UNIX socket (`unix_path` not empty) created with

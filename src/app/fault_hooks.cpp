@@ -1,16 +1,14 @@
-// Process: the test-only fault hooks of the admin listener (process.h; docs/operations.md,
-// "Fault hooks"). Compiled in only where FLOODGATE_FAULT_HOOKS is defined, which
-// src/app/CMakeLists.txt does for builds configured with -DFLOODGATE_FAULT_HOOKS=ON (the test
-// builds of scripts/test.sh); every other build has none of this, and its admin listener
-// answers 404 under /fault/.
+// Process: the test-only fault hooks of the admin listener (process.h, fault_hooks.h;
+// docs/operations.md, "Fault hooks"). Linked only into floodgate-faults, the binary that
+// builds configured with -DFLOODGATE_FAULT_HOOKS=ON (scripts/test.sh's) add beside floodgate;
+// floodgate itself links no_fault_hooks.cpp, and its admin listener answers 404 under /fault/.
 //
 //   POST /fault/stall  {"reactor": 0, "ms": 1500}
 //     Reactor 0 runs a task that sleeps 1500 ms: its loop does not turn meanwhile (no accept, no
 //     read, no timer, no inbox), as a reactor wedged by a bug would. At most 60 s. Answers 200
 //     {"reactor": 0, "ms": 1500} once the task is posted (it starts on the reactor's next turn).
+#include "fault_hooks.h"
 #include "process.h"
-
-#ifdef FLOODGATE_FAULT_HOOKS
 
 #include <boost/json.hpp>
 #include <chrono>
@@ -21,6 +19,10 @@ namespace floodgate::app {
 namespace {
 constexpr int64_t kMaxStallMs = 60'000;
 }  // namespace
+
+bool fault_hooks_built() { return true; }
+
+std::string_view fault_hooks_build_note() { return ", test fault hooks"; }
 
 void Process::fault(const AdminServer::Request& req, const Reply& done) {
   namespace json = boost::json;
@@ -50,5 +52,3 @@ void Process::fault(const AdminServer::Request& req, const Reply& done) {
 }
 
 }  // namespace floodgate::app
-
-#endif  // FLOODGATE_FAULT_HOOKS

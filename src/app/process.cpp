@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "app.h"
+#include "fault_hooks.h"
 #include "floodgate/core/heap_count.h"
 #include "floodgate/net/ticket_keys.h"
 
@@ -58,7 +59,7 @@ int Process::start() {
               return AdminServer::access_of(head, gens_.active().config.admin.token,
                                             !start_.admin.unix_path.empty());
             },
-            [this] { return watchdog_drain_reason(); }});
+            [this] { return watchdog_drain_reason(); }, fault_hooks_built()});
   } catch (const std::exception& e) {
     return fail(path_ + ": admin.listen: cannot listen on " + start_.admin.listen.text + ": " +
                 reason_of(e));

@@ -143,11 +143,10 @@ class Process {
 
   void control(const AdminServer::Request& req, const Reply& done);
 
-#ifdef FLOODGATE_FAULT_HOOKS
-  // POST /fault/...: the test-only fault hooks (fault_hooks.cpp; docs/operations.md, "Fault
-  // hooks"), in builds with FLOODGATE_TESTS=ON only.
+  // POST /fault/...: the test-only fault hooks (fault_hooks.h; docs/operations.md, "Fault
+  // hooks"), defined by fault_hooks.cpp in floodgate-faults and by no_fault_hooks.cpp (a 404)
+  // in floodgate.
   void fault(const AdminServer::Request& req, const Reply& done);
-#endif
 
   // The file's text, or the reason it cannot be read in `text`.
   bool read_config_file(std::string& text);

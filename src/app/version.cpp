@@ -11,6 +11,7 @@
 #include <string>
 
 #include "app.h"
+#include "fault_hooks.h"
 #include "floodgate/net/poller.h"
 #include "floodgate_revision.h"
 
@@ -49,7 +50,7 @@ std::string dotted(unsigned major, unsigned minor, unsigned patch) {
 
 std::string version_text() {
   std::string out = std::string("floodgate ") + version() + " (revision " + revision() + ")\n";
-  out += std::string("build: ") + FLOODGATE_BUILD_TYPE + "; " + FLOODGATE_COMPILER + ", C++20\n";
+  out += std::string("build: ") + FLOODGATE_BUILD_TYPE + std::string(fault_hooks_build_note()) + "; " + FLOODGATE_COMPILER + ", C++20\n";
   out += "event loops: " + event_loops() + "\n";
   out += "libraries:\n";
   out += "  Boost " +

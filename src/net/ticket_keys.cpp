@@ -8,6 +8,7 @@
 #include <openssl/rand.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace floodgate::net {
 
@@ -52,8 +53,11 @@ TicketKeys::Key TicketKeys::load(const Slot& slot) const noexcept {
     std::atomic_thread_fence(std::memory_order_acquire);
     if ((before & 1U) == 0 && slot.sequence.load(std::memory_order_relaxed) == before) break;
   }
+  // Key is trivially copyable (its member initializers only make it not trivial, which is what
+  // GCC's -Wclass-memaccess looks at, hence the cast).
+  static_assert(std::is_trivially_copyable_v<Key>);
   Key key;
-  std::memcpy(&key, words.data(), sizeof(key));
+  std::memcpy(static_cast<void*>(&key), words.data(), sizeof(key));
   return key;
 }
 

@@ -46,6 +46,22 @@ def floodgate_bin():
     raise unittest.SkipTest("no floodgate binary: set FLOODGATE_BIN")
 
 
+def floodgate_faults_bin():
+    """floodgate-faults: floodgate with the test-only fault hooks (POST /fault/...), which
+    builds configured with -DFLOODGATE_FAULT_HOOKS=ON make beside floodgate."""
+    path = os.environ.get("FLOODGATE_FAULTS_BIN")
+    if path:
+        if not os.access(path, os.X_OK):
+            raise RuntimeError("FLOODGATE_FAULTS_BIN=%s is not an executable" % path)
+        return path
+    for candidate in ("../../build/floodgate-faults", "../../build-it/floodgate-faults"):
+        full = os.path.normpath(os.path.join(HERE, candidate))
+        if os.access(full, os.X_OK):
+            return full
+    raise unittest.SkipTest("no floodgate-faults binary (configure with -DFLOODGATE_FAULT_HOOKS=ON, "
+                            "as scripts/test.sh does, or set FLOODGATE_FAULTS_BIN)")
+
+
 def free_port():
     """An ephemeral port on 127.0.0.1 that nothing listens on right now."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -157,8 +173,9 @@ class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
     def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None,
-                 env=None, resilience=None, wrap=None, tls=None):
+                 env=None, resilience=None, wrap=None, tls=None, binary=None):
         self.upstreams = upstreams
+        self.binary = binary  # the executable; None: floodgate_bin()
         # [[server.tls]] entries; one without `listen` gets the TLS port (self.tls_port).
         self.tls = [dict(e) for e in (tls or [])]
         self.tls_port = None
@@ -200,7 +217,7 @@ class Floodgate:
         return config
 
     def start(self):
-        binary = floodgate_bin()
+        binary = self.binary or floodgate_bin()
         for attempt in range(3):  # a picked port can be taken by someone else before we bind it
             self.port, self.admin_port = free_port(), free_port()
             while self.admin_port == self.port:  # two picks can return the same free port

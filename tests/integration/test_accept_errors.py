@@ -14,11 +14,15 @@ from harness import Conn, FloodgateTestCase, poll, upstream
 
 # UndefinedBehaviorSanitizer proves a virtual call's vtable readable by writing it into a pipe:
 # with no descriptor left that fails, and it reports the call as an "invalid vptr" whose memory
-# "cannot be printed". In the sanitized lane this test lets floodgate go on after such a report
-# (the build makes only the vptr check recoverable) and then accepts that report and no other.
+# "cannot be printed", or (clang's runtime, when the object was proved readable before and only
+# its vtable's type information is not) printed with the vptr marked. In the sanitized lane
+# this test lets floodgate go on after such a report (the build makes only the vptr check
+# recoverable) and then accepts that report and no other. The same calls run in every other
+# test with descriptors to spare, where a real vptr error stops floodgate at once.
 FD_EXHAUSTION_REPORT = re.compile(
     rb"runtime error: member call on address 0x[0-9a-f]+ which does not point to an object of "
-    rb"type '[^']+'\n0x[0-9a-f]+: note: object has invalid vptr\n<memory cannot be printed>\n")
+    rb"type '[^']+'\n0x[0-9a-f]+: note: object has invalid vptr\n"
+    rb"(<memory cannot be printed>\n|(?: [0-9a-f ]+\n) +\^~+\n +invalid vptr\n)")
 
 SPARE_FDS = 6  # descriptors floodgate may still open once its limit is lowered
 CLIENTS = SPARE_FDS + 10  # enough that some must wait in the backlog for a descriptor

@@ -1,5 +1,6 @@
 """The watchdog ([resilience.watchdog], docs/operations.md "Watchdog") end to end: a reactor
-stalled on purpose (the test-only fault hook POST /fault/stall, in builds with FLOODGATE_FAULT_HOOKS=ON only)
+stalled on purpose (the test-only fault hook POST /fault/stall of floodgate-faults, which builds
+with FLOODGATE_FAULT_HOOKS=ON make beside floodgate)
 makes floodgate drain (/healthz 503, new connections refused), then run restart_command once
 with its arguments as configured (no shell), then serve again; without restart_command it only
 reports; under systemd with WATCHDOG_USEC it withholds WATCHDOG=1 while a reactor is stalled;
@@ -15,8 +16,8 @@ import time
 import unittest
 from unittest import mock
 
-from harness import (Conn, Floodgate, OwnFloodgateTestCase, floodgate_bin, poll,
-                     refuses_connections, upstream)
+from harness import (Conn, Floodgate, OwnFloodgateTestCase, floodgate_bin, floodgate_faults_bin,
+                     poll, refuses_connections, upstream)
 from test_systemd import NotifySocket
 
 # Short windows so that a test takes a few seconds: a stall is seen after poll_stall_timeout
@@ -72,14 +73,12 @@ class Watchdog(OwnFloodgateTestCase):
         resilience = {"watchdog": watchdog} if watchdog is not None else None
         # drain_grace (2 s) may not be shorter than drain_timeout.
         return self.launch(fg_class(upstreams=[upstream("app", [self.backend])], workers=2,
+                                    binary=floodgate_faults_bin(),
                                     server={"drain_timeout": "1s"}, resilience=resilience,
                                     admin={"token": TOKEN}, **kwargs))
 
     def stall(self, reactor=0, ms=STALL_MS):
         r = admin_post(self.fg.admin_port, "/fault/stall", {"reactor": reactor, "ms": ms})
-        if r.status == 404:
-            self.skipTest("this floodgate has no fault hooks (build it with -DFLOODGATE_FAULT_HOOKS=ON, "
-                          "as scripts/test.sh does)")
         self.assertEqual(r.status, 200, r)
         return time.monotonic()
 
@@ -191,6 +190,19 @@ class Watchdog(OwnFloodgateTestCase):
         out = p.stdout.decode()
         self.assertIn("resilience.watchdog.restart_hook", out)
         self.assertIn('restart_command = ["/usr/local/bin/restart-floodgate"]', out)
+
+    def test_floodgate_itself_has_no_fault_hooks_and_floodgate_faults_says_it_has(self):
+        # The binary operators run (and the package installs) answers /fault/stall like any
+        # unknown admin path, even with the token; only floodgate-faults stalls a reactor.
+        self.fg = self.launch(Floodgate(upstreams=[upstream("app", [self.backend])],
+                                        admin={"token": TOKEN}))
+        r = admin_post(self.fg.admin_port, "/fault/stall", {"reactor": 0, "ms": 10})
+        self.assertEqual(r.status, 404, r)
+        plain = subprocess.run([floodgate_bin(), "--version"], capture_output=True, timeout=30)
+        faults = subprocess.run([floodgate_faults_bin(), "--version"], capture_output=True,
+                                timeout=30)
+        self.assertNotIn(b"fault hooks", plain.stdout)
+        self.assertIn(b"test fault hooks", faults.stdout)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ TEST(BearerToken, AnEmptyTokenMatchesNothing) {
 // An AdminServer on its own io_context thread, and blocking clients with a receive deadline.
 class AdminServerTest : public ::testing::Test {
  protected:
-  void start(const AdminParams& p) {
+  void start(const AdminParams& p, bool fault_hooks = false) {
     AdminServer::Handlers h{
         [](std::string& out) { out += "metric 1\n"; }, [] { return false; },
         [this](const AdminServer::Request& r,
@@ -59,7 +59,8 @@ class AdminServerTest : public ::testing::Test {
         [this] {
           const std::lock_guard lock(drain_reason_mutex_);
           return drain_reason_;
-        }};
+        },
+        fault_hooks};
     server_.emplace(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0), h, p);
     port_ = server_->port();
     thread_ = std::thread([this] { io_.run(); });
@@ -237,6 +238,24 @@ TEST_F(AdminServerTest, AnAuthorizedBodyReachesTheHandlerWhole) {
       "POST /config/validate HTTP/1.1\r\nAuthorization: Bearer secret-token-0123456789\r\n"
       "Content-Length: 6\r\n\r\nabcdef");
   EXPECT_TRUE(answer.ends_with("{\"body\":6}\n")) << answer;
+}
+
+TEST_F(AdminServerTest, FaultPathsAreUnknownUnlessTheBinaryHasTheFaultHooks) {
+  start(AdminParams{});
+  const std::string without = exchange(
+      "POST /fault/stall HTTP/1.1\r\nAuthorization: Bearer secret-token-0123456789\r\n"
+      "Content-Length: 2\r\n\r\n{}");
+  EXPECT_TRUE(without.starts_with("HTTP/1.1 404 ")) << without;
+  EXPECT_EQ(control_calls_.load(), 0);
+}
+
+TEST_F(AdminServerTest, FaultPathsGoToTheControlHandlerInTheBinaryWithTheFaultHooks) {
+  start(AdminParams{}, /*fault_hooks=*/true);
+  const std::string with = exchange(
+      "POST /fault/stall HTTP/1.1\r\nAuthorization: Bearer secret-token-0123456789\r\n"
+      "Content-Length: 2\r\n\r\n{}");
+  EXPECT_TRUE(with.ends_with("{\"body\":2}\n")) << with;
+  EXPECT_EQ(control_calls_.load(), 1);
 }
 
 TEST_F(AdminServerTest, HeadIsAnsweredWithTheHeadersOfGetAndNoBody) {

@@ -299,9 +299,6 @@ TEST_P(ConfigQuotaUrlErrors, NameTheUrlWithoutItsPasswordAndTheFix) {
       error_at(3, 1, "resilience.quota.backend.url", "url = " + std::string(GetParam().message)));
 }
 
-constexpr std::string_view kForm =
-    "write redis://[:password@]host[:port][/db], e.g. \"redis://127.0.0.1:6379/0\"";
-
 INSTANTIATE_TEST_SUITE_P(
     EveryRule, ConfigQuotaUrlErrors,
     ::testing::Values(
