@@ -42,8 +42,10 @@ if ! mkdir -p "$CCACHE_DIR" 2>/dev/null || [ ! -w "$CCACHE_DIR" ]; then
 fi
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 # The precompiled headers (cmake/pch.cmake) are cached too: ccache then hashes the header itself
-# instead of trusting the macros and timestamps it was built with.
-export CCACHE_SLOPPINESS=pch_defines,time_macros
+# instead of trusting the macros and timestamps it was built with. Depend mode: ccache takes a
+# compilation's inputs from the dependency file the compiler writes anyway (Ninja asks for one)
+# instead of running the preprocessor first, which cost a quarter more CPU on every miss.
+export CCACHE_SLOPPINESS=pch_defines,time_macros CCACHE_DEPEND=true
 export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 ccache --zero-stats >/dev/null
 

@@ -9,7 +9,8 @@
 # so its own and every included header's content, its flags, clang-tidy's version and
 # .clang-tidy) is not checked again: clean results are kept by that key in FLOODGATE_TIDY_CACHE
 # (default /var/cache/floodgate/tidy, made by scripts/deps.sh). --all checks every file.
-# BUILD_DIR is configured, and only its generated header (floodgate_revision.h, for
+# BUILD_DIR is configured (with the fault hooks, so that src/app/fault_hooks.cpp is in its
+# compilation database), and only its generated header (floodgate_revision.h, for
 # src/app/version.cpp) is built: clang-tidy needs compile_commands.json and that header. It is
 # configured with clang so the flags are clang's.
 # Needs scripts/deps.sh's packages; installs Debian's clang-tidy (14 on Debian 12) if missing.
@@ -31,7 +32,7 @@ fi
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFLOODGATE_TESTS=OFF -DFLOODGATE_BENCH=OFF \
-  -DFLOODGATE_PCH=OFF >/dev/null
+  -DFLOODGATE_PCH=OFF -DFLOODGATE_FAULT_HOOKS=ON >/dev/null
 cmake --build "$build" --target floodgate_revision >/dev/null
 
 # The translation units: every src/ entry of the compilation database; a .cpp under src/ that

@@ -11,6 +11,12 @@ namespace {
 std::atomic<std::size_t> g_allocations{0};
 }  // namespace
 
+// GCC 12 does not see that this file's operator new is malloc: a delete inlined into another
+// function then "frees what operator new returned" (-Wmismatched-new-delete), wrongly here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 void* operator new(std::size_t size) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) {
