@@ -20,9 +20,13 @@ namespace {
 constexpr int64_t kMaxStallMs = 60'000;
 }  // namespace
 
-bool fault_hooks_built() { return true; }
+bool fault_hooks_built() {
+  return true;
+}
 
-std::string_view fault_hooks_build_note() { return ", test fault hooks"; }
+std::string_view fault_hooks_build_note() {
+  return ", test fault hooks";
+}
 
 void Process::fault(const AdminServer::Request& req, const Reply& done) {
   namespace json = boost::json;

@@ -7,9 +7,13 @@
 
 namespace floodgate::app {
 
-bool fault_hooks_built() { return false; }
+bool fault_hooks_built() {
+  return false;
+}
 
-std::string_view fault_hooks_build_note() { return ""; }
+std::string_view fault_hooks_build_note() {
+  return "";
+}
 
 void Process::fault(const AdminServer::Request& /*req*/, const Reply& done) {
   done(AdminServer::Response{404, "not found\n", "text/plain; charset=utf-8"});

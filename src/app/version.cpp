@@ -50,7 +50,8 @@ std::string dotted(unsigned major, unsigned minor, unsigned patch) {
 
 std::string version_text() {
   std::string out = std::string("floodgate ") + version() + " (revision " + revision() + ")\n";
-  out += std::string("build: ") + FLOODGATE_BUILD_TYPE + std::string(fault_hooks_build_note()) + "; " + FLOODGATE_COMPILER + ", C++20\n";
+  out += std::string("build: ") + FLOODGATE_BUILD_TYPE + std::string(fault_hooks_build_note()) +
+         "; " + FLOODGATE_COMPILER + ", C++20\n";
   out += "event loops: " + event_loops() + "\n";
   out += "libraries:\n";
   out += "  Boost " +

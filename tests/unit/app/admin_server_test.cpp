@@ -49,7 +49,8 @@ class AdminServerTest : public ::testing::Test {
  protected:
   void start(const AdminParams& p, bool fault_hooks = false) {
     AdminServer::Handlers h{
-        [](std::string& out) { out += "metric 1\n"; }, [] { return false; },
+        [](std::string& out) { out += "metric 1\n"; },
+        [] { return false; },
         [this](const AdminServer::Request& r,
                const std::function<void(AdminServer::Response)>& reply) {
           control_calls_.fetch_add(1);
