@@ -33,16 +33,15 @@ set(floodgate_pch_headers
   <boost/asio/io_context.hpp> <boost/asio/ip/tcp.hpp> <boost/asio/steady_timer.hpp>
   <boost/system/error_code.hpp> <openssl/ssl.h> <fmt/format.h> <spdlog/spdlog.h>)
 
-# floodgate_use_pch(TARGET): TARGET's C++ files include the libraries' precompiled header.
-# floodgate_use_test_pch(TARGET): the tests' one.
+# floodgate_use_pch(TARGET [OWNER]): TARGET's C++ files include OWNER's precompiled header
+# (default floodgate_pch, the libraries'; the unit tests name floodgate_test_pch).
 function(floodgate_use_pch target)
-  if(FLOODGATE_PCH)
-    target_precompile_headers(${target} REUSE_FROM floodgate_pch)
+  set(owner floodgate_pch)
+  if(ARGC GREATER 1)
+    set(owner ${ARGV1})
   endif()
-endfunction()
-function(floodgate_use_test_pch target)
   if(FLOODGATE_PCH)
-    target_precompile_headers(${target} REUSE_FROM floodgate_test_pch)
+    target_precompile_headers(${target} REUSE_FROM ${owner})
   endif()
 endfunction()
 

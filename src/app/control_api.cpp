@@ -4,7 +4,6 @@
 #include <boost/json.hpp>
 
 #include "config_diff.h"
-#include "fault_hooks.h"
 
 namespace floodgate::app {
 
@@ -19,7 +18,8 @@ void Process::control(const AdminServer::Request& req, const Reply& done) {
   auto invalid = [&done](const config::LoadResult& r) {
     done(AdminServer::Response{422, config::to_json(r) + "\n"});
   };
-  if (fault_hooks_built() && req.path.starts_with("/fault/")) return fault(req, done);
+  // Only floodgate-faults' admin server routes /fault/... here (AdminServer::Handlers).
+  if (req.path.starts_with("/fault/")) return fault(req, done);
   if (req.path == "/status") {
     if (req.method != "GET") return message(405, "use GET /status");
     return reply(200, status_json(*serving_));

@@ -33,33 +33,31 @@ GENERATED_BODY_LIMIT = 512  # "a short body"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def floodgate_bin():
-    path = os.environ.get("FLOODGATE_BIN")
+def _built_binary(variable, name, missing):
+    """The executable $variable names, else build/NAME (or build-it/NAME) of this tree; skips
+    the test with `missing` when there is none."""
+    path = os.environ.get(variable)
     if path:
         if not os.access(path, os.X_OK):
-            raise RuntimeError("FLOODGATE_BIN=%s is not an executable" % path)
+            raise RuntimeError("%s=%s is not an executable" % (variable, path))
         return path
-    for candidate in ("../../build/floodgate", "../../build-it/floodgate"):
-        full = os.path.normpath(os.path.join(HERE, candidate))
+    for build in ("build", "build-it"):
+        full = os.path.normpath(os.path.join(HERE, "../..", build, name))
         if os.access(full, os.X_OK):
             return full
-    raise unittest.SkipTest("no floodgate binary: set FLOODGATE_BIN")
+    raise unittest.SkipTest(missing)
+
+
+def floodgate_bin():
+    return _built_binary("FLOODGATE_BIN", "floodgate", "no floodgate binary: set FLOODGATE_BIN")
 
 
 def floodgate_faults_bin():
     """floodgate-faults: floodgate with the test-only fault hooks (POST /fault/...), which
     builds configured with -DFLOODGATE_FAULT_HOOKS=ON make beside floodgate."""
-    path = os.environ.get("FLOODGATE_FAULTS_BIN")
-    if path:
-        if not os.access(path, os.X_OK):
-            raise RuntimeError("FLOODGATE_FAULTS_BIN=%s is not an executable" % path)
-        return path
-    for candidate in ("../../build/floodgate-faults", "../../build-it/floodgate-faults"):
-        full = os.path.normpath(os.path.join(HERE, candidate))
-        if os.access(full, os.X_OK):
-            return full
-    raise unittest.SkipTest("no floodgate-faults binary (configure with -DFLOODGATE_FAULT_HOOKS=ON, "
-                            "as scripts/test.sh does, or set FLOODGATE_FAULTS_BIN)")
+    return _built_binary("FLOODGATE_FAULTS_BIN", "floodgate-faults",
+                         "no floodgate-faults binary (configure with -DFLOODGATE_FAULT_HOOKS=ON, "
+                         "as scripts/test.sh does, or set FLOODGATE_FAULTS_BIN)")
 
 
 def free_port():
