@@ -1,42 +1,18 @@
-// Replaces the global allocation functions for this test binary to count allocations around the
-// calls that run on the request path.
+// Counts the allocations of the calls that run on the request path, with floodgate's own
+// count of heap allocations (core/heap_count.h).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstddef>
-#include <cstdlib>
-#include <new>
+#include <cstdint>
 
-namespace {
-std::atomic<std::size_t> g_allocations{0};
-}  // namespace
+#include "floodgate/core/heap_count.h"
 
-// GCC 12 does not see that this file's operator new is malloc: a delete inlined into another
-// function then "frees what operator new returned" (-Wmismatched-new-delete), wrongly here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) {
-    return p;
-  }
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-
-// Allocations made while running `f`.
+// Allocations made while running `f` (on this thread, which floodgate then counts).
 template <class F>
-std::size_t allocations_during(F&& f) {
-  const std::size_t before = g_allocations.load();
+uint64_t allocations_during(F&& f) {
+  floodgate::count_heap_allocations_on_this_thread();
+  const uint64_t before = floodgate::counted_heap_allocations();
   f();
-  return g_allocations.load() - before;
+  return floodgate::counted_heap_allocations() - before;
 }
 
 TEST(AllocationCounter, SeesAnAllocation) {
