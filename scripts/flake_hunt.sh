@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Looks for flaky end-to-end tests: runs the integration modules of a built tree N times, as
-# the test command does (ctest -j $(nproc)), while one core is kept busy by a load of the
-# flake hunt's own, then prints one row per module that ran: runs, failures, and where the
-# first failure's output is. Exits non-zero when any module failed at least once.
+# the test command's release lane does (ctest -j, twice nproc), while one core is kept busy by
+# a load of the flake hunt's own, then prints one row per module that ran: runs, failures,
+# and where the first failure's output is. Exits non-zero when any module failed at least once.
 #   scripts/flake_hunt.sh [N [BUILD_DIR [REGEX]]]
 #     N          runs (default 20)
 #     BUILD_DIR  a configured and built tree (default build: scripts/test.sh --lane release)
 #     REGEX      ctest -R filter (default ^integration\.: both event loops of every module)
 # Env: FLAKE_LOAD=0 runs without the background load; FLAKE_DIR keeps the logs there
-# (default a new directory under /tmp, printed). docs/testing.md, "The flake hunt".
+# (default a new directory under /tmp, printed); FLAKE_JOBS tests at once (default twice nproc,
+# as the release lane; nproc is what the sanitizer lanes run). docs/testing.md, "The flake hunt".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
@@ -19,7 +20,7 @@ regex=${3:-'^integration\.'}
   echo "flake_hunt: $build is not a built tree (scripts/test.sh --lane release builds one)" >&2; exit 2; }
 logs=${FLAKE_DIR:-$(mktemp -d /tmp/floodgate-flake-hunt.XXXXXX)}
 mkdir -p "$logs"
-jobs=$(nproc)
+jobs=${FLAKE_JOBS:-$(($(nproc) * 2))}
 
 # The load: one busy process at the lowest priority that still takes a core from the tests
 # whenever the scheduler gives it one (stress-ng --cpu 1 where installed, else a shell loop).

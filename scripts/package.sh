@@ -6,14 +6,14 @@
 # information, which the package splits off; no fault hook is in it (src/app/fault_hooks.h).
 # `dpkg -i` the .deb to install; docs/operations.md, "Installing", lists what it puts where.
 # --with-tests builds the test suite in the same directory too (the unit tests, their own code
-# at -O1 -g1, and floodgate-faults, the binary with the test-only fault hooks, which is never
+# at -O0 -g1, and floodgate-faults, the binary with the test-only fault hooks, which is never
 # packaged): that is scripts/test.sh's release lane, whose tests so run on the very objects
 # that are packaged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tests=(-DFLOODGATE_TESTS=OFF -DFLOODGATE_FAULT_HOOKS=OFF)
 if [ "${1:-}" = --with-tests ]; then
-  tests=(-DFLOODGATE_TESTS=ON -DFLOODGATE_FAULT_HOOKS=ON "-DFLOODGATE_TEST_CODE_FLAGS=-O1 -g1")
+  tests=(-DFLOODGATE_TESTS=ON -DFLOODGATE_FAULT_HOOKS=ON "-DFLOODGATE_TEST_CODE_FLAGS=-O0 -g1")
   shift
 fi
 dir=${1:-build-package}

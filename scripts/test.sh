@@ -116,16 +116,17 @@ tidy_result() {  # [wait]: once clang-tidy has finished (or, with `wait`, when i
   return "$rc"
 }
 
-run_suite() {  # lane, build dir, build command...: builds with the command, then runs ctest in the dir
-  local name=$1 dir=$2
-  shift 2
+run_suite() {  # lane, build dir, ctest jobs, build command...: builds with the command, then
+  # runs ctest in the dir with that many tests at once
+  local name=$1 dir=$2 test_jobs=$3
+  shift 3
   local start=$SECONDS built tested rc=0 out
   echo "== floodgate: $name build ($dir)"
   "$@" || { lane_row "$name" "$((SECONDS - start))" - - -; return 1; }
   built=$((SECONDS - start))
   echo "== floodgate: $name tests"
   out=$(mktemp /tmp/floodgate-ctest.XXXXXX)
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 300) 2>&1 | tee "$out" || rc=$?
+  (cd "$dir" && ctest --output-on-failure -j "$test_jobs" --timeout 300) 2>&1 | tee "$out" || rc=$?
   tested=$((SECONDS - start - built))
   # ctest's last count: "NN% tests passed, F tests failed out of T"
   local failed="" total=""
@@ -193,23 +194,25 @@ package_lane() {
 }
 
 # The release lane builds what the package is made of (scripts/package.sh --with-tests: GCC,
-# Release -O3 -g) with the test suite beside it, and makes the package.
+# Release -O3 -g) with the test suite beside it, and makes the package. Its tests run two per
+# core: the end-to-end modules mostly wait on sockets and timers (the soak still runs alone,
+# RUN_SERIAL). Sanitized processes are several times slower, so those lanes run one per core.
 package_built=no
 if wanted release; then
-  run_suite release build scripts/package.sh --with-tests build
+  run_suite release build "$((jobs * 2))" scripts/package.sh --with-tests build
   package_built=yes
 fi
 if wanted asan; then
   # Sanitizers: leaks and undefined behaviour fail the run.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite asan build-asan sanitizer_build build-asan clang -DFLOODGATE_SANITIZE=ON
+    run_suite asan build-asan "$jobs" sanitizer_build build-asan clang -DFLOODGATE_SANITIZE=ON
 fi
 if wanted tsan; then
   # clang: it builds this lane in half GCC's time. Its TSan runtime owns operator new, so the
   # heap count there comes from the sanitizer's allocation hook (src/core/heap_count.cpp).
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    run_suite tsan build-tsan sanitizer_build build-tsan clang -DFLOODGATE_TSAN=ON
+    run_suite tsan build-tsan "$jobs" sanitizer_build build-tsan clang -DFLOODGATE_TSAN=ON
 fi
 if wanted fuzz; then timed_lane fuzz fuzz_lane; fi
 if wanted package; then timed_lane package package_lane; fi
