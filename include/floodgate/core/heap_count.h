@@ -1,8 +1,10 @@
 // Counts the heap allocations made on reactor threads, so that "the request path allocates
 // nothing" is a figure anyone can read (floodgate_reactor_heap_allocations_total) instead of
-// a claim. floodgate replaces the global operator new (src/core/heap_count.cpp); a thread that
-// called count_heap_allocations_on_this_thread() adds one to a relaxed counter per
-// allocation. Threads that did not call it (the main thread, log threads) are not counted.
+// a claim. floodgate replaces the global operator new (src/core/heap_count.cpp; a clang
+// ThreadSanitizer build, whose runtime owns operator new, counts through the sanitizer's
+// allocation hook, malloc included); a thread that called
+// count_heap_allocations_on_this_thread() adds one to a relaxed counter per allocation.
+// Threads that did not call it (the main thread, log threads) are not counted.
 // On the request path the count does not move: per connection there is one allocation (the
 // client connection) and one per new backend connection, and nothing per request.
 //
