@@ -19,4 +19,14 @@ void count_heap_allocations_on_this_thread();
 // Allocations made so far by counted threads.
 uint64_t counted_heap_allocations();
 
+// Allocations made while `f` runs on this thread, which becomes a counted thread (the
+// no-allocation tests; exact while no other counted thread runs).
+template <class F>
+uint64_t allocations_during(F&& f) {
+  count_heap_allocations_on_this_thread();
+  const uint64_t before = counted_heap_allocations();
+  f();
+  return counted_heap_allocations() - before;
+}
+
 }  // namespace floodgate

@@ -2,18 +2,9 @@
 // count of heap allocations (core/heap_count.h).
 #include <gtest/gtest.h>
 
-#include <cstdint>
-
 #include "floodgate/core/heap_count.h"
 
-// Allocations made while running `f` (on this thread, which floodgate then counts).
-template <class F>
-uint64_t allocations_during(F&& f) {
-  floodgate::count_heap_allocations_on_this_thread();
-  const uint64_t before = floodgate::counted_heap_allocations();
-  f();
-  return floodgate::counted_heap_allocations() - before;
-}
+using floodgate::allocations_during;
 
 TEST(AllocationCounter, SeesAnAllocation) {
   static void* volatile sink = nullptr;

@@ -17,14 +17,6 @@
 namespace floodgate::resilience {
 namespace {
 
-template <class F>
-uint64_t allocations_during(F&& f) {
-  count_heap_allocations_on_this_thread();
-  const uint64_t before = counted_heap_allocations();
-  f();
-  return counted_heap_allocations() - before;
-}
-
 TEST(HeapCount, SeesAnAllocation) {
   static void* volatile sink = nullptr;
   EXPECT_EQ(allocations_during([] { sink = ::operator new(8); }), 1u);
