@@ -28,10 +28,10 @@ constexpr std::size_t kMaxLoggedField = 256;
 constexpr std::string_view kCut = "...";
 // The longest line: every byte of every string escaped (6 bytes in JSON, "\u00XX"), plus the
 // keys, punctuation and numbers (well under 1024 bytes). Strings: the target, Referer and
-// User-Agent, and the short ones (client, host, method, protocol, upstream, backend, two
-// backends, reason, rate limit, quota, request id, would_reject: counted as 16).
+// User-Agent, and the short ones (client, host, method, protocol, upstream, backend, four
+// backends, reason, rate limit, quota, request id, would_reject: counted as 18).
 constexpr std::size_t kLongestLine =
-    (kMaxLoggedTarget + 2 * kMaxLoggedHeader + 16 * kMaxLoggedField) * 6 + 20 * kCut.size() + 1024;
+    (kMaxLoggedTarget + 2 * kMaxLoggedHeader + 18 * kMaxLoggedField) * 6 + 22 * kCut.size() + 1024;
 static_assert(kLongestLine <= AccessLog::kLineBytes);
 // The log thread looks for lines this often when the rings were empty (backing off up to the
 // longest interval while idle); reactors never wake it, so writing costs them no syscall.
@@ -184,9 +184,10 @@ void format_combined_floodgate(LineBuffer& out, const AccessRecord& r) {
   combined_field(out, r.upstream);
   out.push_back(' ');
   if (r.attempts > 1) {
-    combined_field(out, r.backends[0]);
-    out.push_back(',');
-    combined_field(out, r.backends[1]);
+    for (uint8_t i = 0; i < r.attempts && i < r.backends.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      combined_field(out, r.backends[i]);
+    }
   } else {
     combined_field(out, r.backend);
   }

@@ -417,14 +417,17 @@ void Attempt::on_client_drained() {
 }
 
 // A pooled keep-alive connection can be closed by the backend just as it is reused; the
-// request then fails before any response byte. That is not the backend refusing the request,
-// so it is sent once more on a new connection to the same backend, when that is safe: nothing
-// of the response arrived and the request has no body (so it is still whole in the client's
-// input).
+// request then fails before any response byte. That is usually not the backend refusing the
+// request, so it is sent once more on a new connection to the same backend, when that is safe:
+// nothing of the response arrived, the request has no body (so it is still whole in the
+// client's input), and its method is idempotent. The backend may have read the request and
+// acted on it before it closed, so a POST or PATCH is never sent again (RFC 9112 section
+// 9.3.1); it gets 502 upstream_reset.
 bool Attempt::retry_stale_connection() {
   const Exchange& ex = client_->exchange();
   if (!conn_ || !conn_->reused || stale_retried_ || ex.facts.has_body || response_head_ ||
-      bin_len_ != 0 || ex.outcome.client_saw_bytes) {
+      bin_len_ != 0 || ex.outcome.client_saw_bytes ||
+      (kIdempotentMethods & method_bit(client_->request_parser().method())) == 0) {
     return false;
   }
   stale_retried_ = true;

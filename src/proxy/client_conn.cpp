@@ -453,9 +453,12 @@ void ClientConn::log_request() {
     if (const int32_t b = ex_.attempt().backend(); b >= 0) {
       r.backend = up->backends[static_cast<std::size_t>(b)]->address.text;
     }
-    for (const Attempt& a : ex_.attempts) {  // in the order they were made
+    for (const Attempt& a : ex_.attempts) {  // in the order they were made, every send
       if (a.backend() < 0) continue;
-      r.backends[r.attempts++] = up->backends[static_cast<std::size_t>(a.backend())]->address.text;
+      for (uint8_t i = 0; i < a.sends() && r.attempts < r.backends.size(); ++i) {
+        r.backends[r.attempts++] =
+            up->backends[static_cast<std::size_t>(a.backend())]->address.text;
+      }
     }
   }
   if (ex_.facts.connect) {  // a CONNECT tunnel's target

@@ -44,8 +44,9 @@ struct AccessRecord {
   uint64_t body_bytes_sent = 0;  // bytes_out without the response heads (nginx's)
   std::string_view upstream;
   std::string_view backend;  // the backend whose response the client got (or the last tried)
-  // Every backend tried, in order (a retry or a hedge makes two); attempts = how many.
-  std::array<std::string_view, 2> backends{};
+  // Every send of the request to a backend, in order: a retry or a hedge makes two, and a
+  // stale pooled connection's resend counts too (up to four); attempts = how many.
+  std::array<std::string_view, 4> backends{};
   uint8_t attempts = 0;
   std::chrono::nanoseconds duration{0};
   // The answering attempt's time to connect to its backend (zero on a pooled connection) and
@@ -68,7 +69,7 @@ class AccessLog {
  public:
   // The stack buffer a line is formatted into: the longest line fits (every logged string is
   // bounded and escaped, access_log.cpp), so formatting never allocates.
-  static constexpr std::size_t kLineBytes = std::size_t{64} * 1024;
+  static constexpr std::size_t kLineBytes = std::size_t{72} * 1024;
 
   // Opens the log described by `params` ("off" disables it), with one queue per reactor
   // (`shards`). Throws std::runtime_error with the file name and reason when the file cannot

@@ -75,6 +75,9 @@ class Attempt final : public net::StreamOwner {
   bool live() const noexcept { return started_ && !ended_; }
   // The backend's index in its upstream, -1 when none (not started, or a CONNECT tunnel).
   int32_t backend() const noexcept { return backend_; }
+  // Times the request went to its backend: 2 when a stale pooled connection made it send the
+  // request again on a new connection, else 1 once started (the access log's `attempts`).
+  uint8_t sends() const noexcept { return started_ ? (stale_retried_ ? 2 : 1) : 0; }
   // From the start of the attempt to its backend connection being established (zero for a
   // pooled keep-alive connection) and to the final response head (a 101 included); -1 ns
   // while that has not happened. Measured on the reactor's loop clock.

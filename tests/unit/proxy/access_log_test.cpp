@@ -84,8 +84,8 @@ TEST(AccessLog, TheLongestEscapedLineIsWrittenWhole) {
     AccessRecord r = record(target, id);
     r.client = r.host = r.method = r.protocol = r.upstream = r.backend = r.rate_limit = r.quota =
         r.tls_version = r.tls_cipher = id;
-    r.backends = {id, id};
-    r.attempts = 2;
+    r.backends = {id, id, id, id};
+    r.attempts = 4;
     r.user_agent = r.referer = header;
     const std::string line = logged(format, r);
     // Whole: the last field is there (the TLS cipher, cut, in combined_floodgate).
@@ -181,6 +181,24 @@ TEST(AccessLog, CombinedFloodgateAppendsUpstreamBackendsTimesReasonAndRequestId)
   EXPECT_EQ(logged(AccessLogFormat::combined_floodgate, r),
             R"(10.0.0.1 - - [03/Dec/2026:07:04:05 +0000] "GET / HTTP/1.1" 200 13 "-" "-" )"
             R"(app 10.0.0.7:9000,10.0.0.8:9000 0.012000 0.000 0.011 - id\x22x - -)");
+}
+
+TEST(AccessLog, EverySendOfTheRequestIsListedInOrder) {
+  // A stale pooled connection's resend, then a retry on another backend, resent once too.
+  AccessRecord r = timed(record("/"));
+  r.upstream = "app";
+  r.backends = {"10.0.0.7:9000", "10.0.0.7:9000", "10.0.0.8:9000", "10.0.0.8:9000"};
+  r.backend = "10.0.0.8:9000";
+  r.attempts = 4;
+  const std::string json = logged(AccessLogFormat::json, r);
+  EXPECT_NE(json.find(R"("attempts":4,"backends":["10.0.0.7:9000","10.0.0.7:9000",)"
+                      R"("10.0.0.8:9000","10.0.0.8:9000"])"),
+            std::string::npos)
+      << json;
+  const std::string combined = logged(AccessLogFormat::combined_floodgate, r);
+  EXPECT_NE(combined.find(" app 10.0.0.7:9000,10.0.0.7:9000,10.0.0.8:9000,10.0.0.8:9000 "),
+            std::string::npos)
+      << combined;
 }
 
 TEST(AccessLog, TlsVersionAndCipherAreLoggedOnTlsListeners) {
