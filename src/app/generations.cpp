@@ -86,8 +86,8 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
   const resilience::CircuitLimits snap_limits = snap->failure.limits;
   const resilience::RetryBudgetParams& budget = cfg.resilience.retry_budget;
   const auto budget_for = [&](const std::string& pool, uint32_t ratio) {
-    return budgets_.get({pool, ratio, budget.window.count()}, [&] {
-      return std::make_shared<resilience::RetryBudget>(ratio, budget.window);
+    return budgets_.get({pool, ratio, budget.window.count(), budget.min_retries}, [&] {
+      return std::make_shared<resilience::RetryBudget>(ratio, budget.window, budget.min_retries);
     });
   };
   if (budget.enabled) snap->failure.global_budget = budget_for("", budget.ratio_percent);

@@ -83,10 +83,10 @@ class Generations {
   // A resolved backend address ("ip:port") -> its circuit breaker, while some Backend holds it:
   // every pool and occurrence listing the address shares one breaker (issue 13).
   Registry<std::string, resilience::CircuitBreaker, Retention::referenced> breakers_;
-  // (pool name, or "" for the global one; ratio; window in ms) -> a retry budget, while some
-  // generation holds it: a reload that keeps a budget's ratio and window keeps its counts, one
-  // that changes them starts a new budget.
-  Registry<std::tuple<std::string, uint32_t, int64_t>, resilience::RetryBudget,
+  // (pool name, or "" for the global one; ratio; window in ms; min_retries) -> a retry budget,
+  // while some generation holds it: a reload that keeps a budget's ratio, window and floor keeps
+  // its counts, one that changes them starts a new budget.
+  Registry<std::tuple<std::string, uint32_t, int64_t, uint32_t>, resilience::RetryBudget,
            Retention::referenced>
       budgets_;
   // A scoped rate limit's signature (RateLimits::signature) -> its buckets and counts, while

@@ -157,6 +157,7 @@ void read_retry_budget(TableReader& r, resilience::RetryBudgetParams& p, const U
   r.boolean("enabled", "enabled = false", p.enabled);
   r.integer("ratio_percent", 0, 100, p.ratio_percent);
   r.duration("window", Zero::rejected, p.window);
+  r.integer("min_retries", 0, 1000, p.min_retries);
   read_upstream_table(r, {"per_route_ratio_percent", "percentages", 0, 100, 20},
                       p.per_route_ratio_percent, u);
 }

@@ -94,7 +94,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 134> kKeyHomes{{
+constexpr std::array<KeyHome, 135> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -182,6 +182,7 @@ constexpr std::array<KeyHome, 134> kKeyHomes{{
     {"when_all_open", kCircuitBreaker},
     {"ratio_percent", kRetryBudget},
     {"per_route_ratio_percent", kRetryBudget},
+    {"min_retries", kRetryBudget},
     {"safe_methods", kHedging},
     {"route_allowlist",
      "[resilience.hedging], a [[resilience.scoped_rate_limits]] rule or a "

@@ -76,7 +76,7 @@ void Attempt::reset() noexcept {
   role_ = AttemptRole::primary;
   started_ = ended_ = connecting_ = backend_writing_ = false;
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
-  stale_retried_ = request_sent_ = tls_failed_ = false;
+  stale_retried_ = request_sent_ = tls_failed_ = established_ = head_ready_ = false;
   begun_at_ = connected_at_ = head_at_ = {};
 }
 
@@ -112,6 +112,7 @@ void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
   }
   if (idle) {
     stats.reuses.add();
+    established_ = true;
     connected_at_ = begun_at_;
     conn_ = std::move(idle);
     conn_->set_owner(this);
@@ -158,6 +159,7 @@ void Attempt::on_connected(const error_code& ec) {
 }
 
 void Attempt::on_established() {
+  established_ = true;
   connecting_ = false;
   timer_.cancel();
   connected_at_ = client_->reactor().now();
@@ -210,6 +212,7 @@ void Attempt::send_request_head() {
     return client_->on_attempt_failed(*this, Reason::header_too_large);
   }
   bout_len_ = w.size();
+  head_ready_ = true;
   bin_len_ = bin_pos_ = 0;
   conn_->parser.begin(in_data(), reinterpret_cast<http::HeaderField*>(bin_),
                       http::HeadLimits{0, 0, BufferLayout::kResponseFields});
@@ -437,6 +440,7 @@ bool Attempt::retry_stale_connection() {
   backend_writing_ = false;
   timer_.cancel();
   bout_len_ = 0;
+  head_ready_ = established_ = false;
   request_sent_ = false;
   backend_eof_ = false;
   const std::shared_ptr<Backend>& peer = up_->backends[static_cast<std::size_t>(backend_)];

@@ -55,9 +55,16 @@ void ClientConn::select_backend() {
 bool ClientConn::retry_elsewhere(Reason reason) {
   const Attempt& failed = ex_.attempt();
   if (ex_.up == nullptr || failed.backend() < 0) return false;  // a CONNECT tunnel's
-  const RetryCandidate candidate{Outcome::generated(reason),   parser_.method(),
-                                 ex_.facts.has_body,           ex_.facts.upgrade,
-                                 ex_.outcome.client_saw_bytes, ex_.attempts_started()};
+  // Nothing of the request left floodgate: the attempt never had an established connection,
+  // and the body, if any, is still whole in the client's buffer.
+  const bool unsent = !failed.request_may_have_left() && !ex_.body_taken;
+  const RetryCandidate candidate{Outcome::generated(reason),
+                                 parser_.method(),
+                                 ex_.facts.has_body,
+                                 ex_.facts.upgrade,
+                                 ex_.outcome.client_saw_bytes,
+                                 ex_.attempts_started(),
+                                 unsent};
   if (retry_rule(candidate) != NoRetry::none) return false;
   const uint32_t upstream = ex_.up->id;
   switch (start_second_attempt(AttemptRole::retry, static_cast<uint32_t>(failed.backend()))) {
@@ -153,7 +160,7 @@ void ClientConn::on_request_head_sent(Attempt& a) {
 }
 
 void ClientConn::pump_request_body(Attempt& a) {
-  if (a.sending() || closed_ || !a.connected()) return;
+  if (a.sending() || closed_ || !a.head_ready()) return;
   const ServerParams& server = ex_.gen->snapshot->server;
   const bool chunked = parser_.chunked();
   while (!ex_.request_parsed && a.request_room() >= 2 * kFramingSlack) {
@@ -169,6 +176,7 @@ void ClientConn::pump_request_body(Attempt& a) {
     const auto r = parser_.parse_body(in_data() + in_pos_, feed, consumed, sink);
     a.commit_request(w.size());
     in_pos_ += consumed;
+    if (consumed > 0) ex_.body_taken = true;
     if (r == http::Parser::Result::error) {
       a.end(false);
       if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);

@@ -74,8 +74,11 @@ Clock::duration::rep slice_ticks_of(std::chrono::nanoseconds window) noexcept {
 
 }  // namespace
 
-RetryBudget::RetryBudget(uint32_t ratio_percent, std::chrono::nanoseconds window) noexcept
-    : ratio_(std::min(ratio_percent, kMaxRatio)), slice_ticks_(slice_ticks_of(window)) {}
+RetryBudget::RetryBudget(uint32_t ratio_percent, std::chrono::nanoseconds window,
+                         uint32_t min_retries) noexcept
+    : ratio_(std::min(ratio_percent, kMaxRatio)),
+      min_retries_(min_retries),
+      slice_ticks_(slice_ticks_of(window)) {}
 
 void RetryBudget::add_slow(Ring& ring, Slice slice, uint64_t word) noexcept {
   std::atomic<uint64_t>& bucket = ring[slice.bucket];

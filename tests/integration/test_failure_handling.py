@@ -27,7 +27,7 @@ import time
 import unittest
 
 from backend import Backend, RawServer
-from harness import FloodgateTestCase, admin_get, free_port, poll, route, upstream
+from harness import FloodgateTestCase, admin_get, chunked, free_port, poll, route, upstream
 
 OPEN_S = 2.0  # circuit_breaker.open in these tests
 SLOW_S = 1.0  # how long a "slow" backend takes to answer
@@ -288,17 +288,21 @@ class ShadowBreaker(FloodgateTestCase):
 
 class Retries(FloodgateTestCase):
     """A good backend and a dead one (connections refused), breakers off so that every request
-    round robin sends to the dead one fails there first."""
+    round robin sends to the dead one fails there first; and a pool whose first backend resets
+    every request it has read."""
 
     @classmethod
     def setUpClass(cls):
         cls.good = Backend("good").start()
         cls.dead = "127.0.0.1:%d" % free_port()
         cls.malformed = FailingBackend("malformed", "malformed")
+        cls.resetting = FailingBackend("resetting", "reset")
         cls.fg = cls.start_floodgate(
             [upstream("app", [cls.dead, cls.good]),
-             upstream("bad-response", [cls.malformed.address, cls.good])],
-            routes=[route("bad-response", path_prefix="/malformed/"), route("app")],
+             upstream("bad-response", [cls.malformed.address, cls.good]),
+             upstream("resets", [cls.resetting.address, cls.good])],
+            routes=[route("bad-response", path_prefix="/malformed/"),
+                    route("resets", path_prefix="/sent/"), route("app")],
             workers=1,
             resilience={"circuit_breaker": {"enabled": False},
                         "retry_budget": {"ratio_percent": 100}})
@@ -308,6 +312,7 @@ class Retries(FloodgateTestCase):
         super().tearDownClass()
         cls.good.stop()
         cls.malformed.stop()
+        cls.resetting.stop()
 
     def entries_for(self, marker):
         return poll(lambda: [e for e in self.fg.access_log_entries() if marker in e["target"]],
@@ -333,22 +338,52 @@ class Retries(FloodgateTestCase):
         self.assertGreaterEqual(m.value("floodgate_retries_total", upstream="app",
                                         outcome="succeeded"), 5)
 
-    def test_requests_that_may_not_be_retried_get_the_failure(self):
+    def test_requests_that_never_left_floodgate_are_retried_whatever_their_method(self):
+        # A refused connection carried no byte of the request: no backend can have acted on
+        # it, so a POST, a PATCH or a request with a body goes to the next backend (nginx
+        # refuses this to non-idempotent requests unless proxy_next_upstream non_idempotent;
+        # HAProxy's retry-on conn-failure retries them, as floodgate does).
         cases = [
-            ("POST", "/no-retry-post", [("Content-Type", "text/plain")], b"abc"),
-            ("GET", "/no-retry-get-body", [], b"abc"),
-            ("PATCH", "/no-retry-patch", [], None),
-            ("GET", "/no-retry-upgrade", [("Connection", "upgrade"), ("Upgrade", "websocket")],
-             None),
+            ("POST", "/unsent-post", [("Content-Type", "text/plain")], b"abc"),
+            ("POST", "/unsent-chunked", [("Transfer-Encoding", "chunked")], chunked(b"abc")),
+            ("GET", "/unsent-get-body", [], b"abc"),
+            ("PATCH", "/unsent-patch", [], None),
         ]
         for method, target, headers, body in cases:
+            with self.subTest(method=method, target=target):
+                for i in range(4):  # round robin sends some of them to the dead backend first
+                    r = self.fg.request(method, "%s?i=%d" % (target, i), headers=headers,
+                                        body=body)
+                    self.assertEqual(r.status, 200, r)
+                    if body is not None:
+                        self.assertEqual(json.loads(r.body)["body"], "abc",
+                                         "the body reached the good backend whole")
+                entries = poll(lambda: len(self.entries_for(target + "?")) == 4
+                               and self.entries_for(target + "?"))
+                retried = [e for e in entries if e["attempts"] == 2]
+                self.assertGreaterEqual(len(retried), 1, entries)
+                for e in retried:
+                    self.assertEqual(e["backends"], [self.dead, self.good.address])
+
+    def test_requests_that_may_not_be_retried_get_the_failure(self):
+        # The resetting backend read each of these before it reset the connection: a POST or
+        # PATCH may have been executed there, and a body is gone.
+        cases = [
+            ("POST", "/sent/post", [("Content-Type", "text/plain")], b"abc",
+             "upstream_reset"),
+            ("GET", "/sent/get-body", [], b"abc", "upstream_reset"),
+            ("PATCH", "/sent/patch", [], None, "upstream_reset"),
+            ("GET", "/no-retry-upgrade", [("Connection", "upgrade"), ("Upgrade", "websocket")],
+             None, "upstream_connect_failed"),
+        ]
+        for method, target, headers, body, reason in cases:
             with self.subTest(method=method, target=target):
                 statuses = []
                 for i in range(4):
                     r = self.fg.request(method, "%s?i=%d" % (target, i), headers=headers,
                                         body=body)
                     statuses.append((r.status, r.header("X-Floodgate-Reason")))
-                self.assertIn((502, "upstream_connect_failed"), statuses)
+                self.assertIn((502, reason), statuses)
                 entries = poll(lambda: len(self.entries_for(target + "?")) == 4
                                and self.entries_for(target + "?"))
                 self.assertTrue(all(e["attempts"] == 1 for e in entries), entries)
@@ -384,6 +419,37 @@ class RetryBudget(FloodgateTestCase):
         self.assertEqual(sent + denied, n)
         self.assertEqual(m.value("floodgate_retries_total", upstream="app", outcome="failed"), sent)
         self.assertEqual(m.value("floodgate_retry_budget_remaining", upstream="app"), 0)
+
+
+class RetryBudgetFloor(FloodgateTestCase):
+    """A quiet pool whose first choice is a dead backend (weight 1000 to 1), at the default
+    ratio: the ratio alone allows one retry in a window of fewer than ten requests, so a
+    backend restart would turn the second and third refused request into 502s. min_retries
+    (default 3) lets three through (Envoy's min_retry_concurrency is 3 as well)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.good = Backend("good").start()
+        cls.dead = "127.0.0.1:%d" % free_port()
+        cls.fg = cls.start_floodgate(
+            [upstream("app", [(cls.dead, 1000), (cls.good, 1)])], workers=1,
+            resilience={"circuit_breaker": {"enabled": False},
+                        "retry_budget": {"ratio_percent": 10, "window": "60s"}})
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.good.stop()
+
+    def test_a_quiet_pool_retries_three_refused_requests_in_one_window(self):
+        for i in range(3):
+            r = self.fg.get("/floor?i=%d" % i)
+            self.assertEqual(r.status, 200, r)
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_retries_total", upstream="app", outcome="denied_budget"),
+                         0)
+        self.assertGreaterEqual(m.value("floodgate_retries_total", upstream="app", outcome="sent"),
+                                2)
 
 
 class Hedging(FloodgateTestCase):

@@ -105,8 +105,14 @@ class Attempt final : public net::StreamOwner {
   void end(bool reusable);
   // Gives the attempt's buffers back; only when nothing is pending on them.
   void release_buffers() noexcept;
-  // The backend connection is there (connecting or connected): the body can be pumped.
-  bool connected() const noexcept { return static_cast<bool>(conn_); }
+  // The request head is in the attempt's buffer (its connection is connected, or connecting
+  // with TLS): body bytes can follow it.
+  bool head_ready() const noexcept { return conn_ && head_ready_; }
+  // Whether a byte of the request may have reached the backend: the connection was
+  // established (its TLS handshake done) or was a pooled one, or a stale one was replaced. An
+  // attempt that failed without reaching this point (connect refused or timed out, a failed
+  // TLS handshake) provably sent nothing.
+  bool request_may_have_left() const noexcept { return established_ || stale_retried_; }
 
   // -- The tunnel relay (tunnel.cpp): the backend's stream and the bytes read from it.
   net::Stream& stream() noexcept;
@@ -189,6 +195,8 @@ class Attempt final : public net::StreamOwner {
   bool backend_eof_ = false;  // the backend closed its side
   bool last_chunk_written_ = false;
   bool stale_retried_ = false;  // a stale pooled connection was already replaced once
+  bool established_ = false;    // the connection was established (or pooled): bytes may leave
+  bool head_ready_ = false;     // the request head is in bout_ (send_request_head wrote it)
   bool request_sent_ = false;   // the whole request reached the backend
 };
 

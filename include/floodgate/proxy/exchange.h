@@ -119,6 +119,7 @@ struct Exchange {
   bool head_request = false;    // HEAD: the response has no body
   bool request_parsed = false;  // the request parser saw the end of the message
   uint64_t body_bytes = 0;      // request body bytes forwarded
+  bool body_taken = false;      // a byte of the body left the client's buffer for an attempt
   uint64_t bytes_in = 0;        // bytes read from the client for this request
   uint64_t bytes_out = 0;       // bytes written to the client for this request
   uint64_t head_bytes_out = 0;  // of them, response heads (1xx included): the rest is body
@@ -198,7 +199,7 @@ struct Exchange {
     up = nullptr;
     started = now;
     request_id = {};
-    head_request = request_parsed = false;
+    head_request = request_parsed = body_taken = false;
     body_bytes = bytes_out = head_bytes_out = 0;
     bytes_in = already_read;
     current = 0;

@@ -85,6 +85,11 @@ struct RetryCandidate {
   bool tunnel = false;            // an upgrade offer or CONNECT
   bool client_saw_bytes = false;  // a byte of a response reached the client
   unsigned attempts = 1;          // attempts the exchange has made, this one included
+  // Nothing of the request left floodgate: the attempt failed before its connection was
+  // established (connect refused or timed out, a failed TLS handshake) and no byte of the body
+  // was taken from the client. Such a request is retried whatever its method and body, and a
+  // failed TLS handshake is then retryable too: no backend can have acted on it.
+  bool unsent = false;
 };
 
 // Why a failed attempt may not be retried, in the seed's order; none when it may be (then the

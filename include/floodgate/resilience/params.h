@@ -90,13 +90,14 @@ struct CircuitBreakerParams {
   bool operator==(const CircuitBreakerParams&) const = default;
 };
 
-// [resilience.retry_budget]: allowance = floor(primaries in `window` x ratio / 100) + 1, globally
-// and per selected upstream (issue 13; the sliding window is floodgate's, the seed counts since
-// start). Enforced by resilience::RetryBudget.
+// [resilience.retry_budget]: allowance = max(floor(primaries in `window` x ratio / 100) + 1,
+// min_retries), globally and per selected upstream (issue 13; the sliding window and the floor
+// are floodgate's, the seed counts since start). Enforced by resilience::RetryBudget.
 struct RetryBudgetParams {
   bool enabled = true;                       // false: no budget limit (eligibility still applies)
   uint32_t ratio_percent = 10;               // 0..100
   std::chrono::milliseconds window{10'000};  // the sliding window of the counts (> 0)
+  uint32_t min_retries = 3;                  // 0..1000: retries every window allows at least
   // Upstream name (an [[upstreams]] entry) -> its own ratio, 0..100, instead of ratio_percent.
   std::map<std::string, uint32_t, std::less<>> per_route_ratio_percent{};
   bool operator==(const RetryBudgetParams&) const = default;

@@ -2,10 +2,13 @@
 // A standalone primitive: the request path counts its primary attempts and asks it before a
 // retry or a hedge; metrics and /status read it; it knows nothing of them.
 //
-// The rule: allowance = floor(primaries in the window x ratio_percent / 100) + 1, and a retry
-// (or a hedge, which consumes the same budget) is admitted only while the retries in the window
-// are fewer than the allowance; an admitted one is counted at once. The "+ 1" is the seed's
-// bootstrap slot, so ratio 0 still allows one retry per window.
+// The rule: allowance = max(floor(primaries in the window x ratio_percent / 100) + 1,
+// min_retries), and a retry (or a hedge, which consumes the same budget) is admitted only while
+// the retries in the window are fewer than the allowance; an admitted one is counted at once.
+// The "+ 1" is the seed's bootstrap slot, so ratio 0 still allows one retry per window;
+// min_retries is a floor for quiet pools (Envoy's min_retry_concurrency, 3 by default there and
+// in the configuration): at low traffic the ratio would allow one retry when a backend restart
+// fails a few requests at once.
 // floodgate's deliberate deviation from the seed, which counts since the runtime was built:
 // primaries and retries are counted over a sliding `window` (default 10 s), so that a long
 // healthy period cannot bank an allowance that a later outage would spend at once (the retry
@@ -47,6 +50,7 @@
 // Lifetime: outlives its callers' calls. Neither copies nor moves.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -71,7 +75,8 @@ class alignas(64) RetryBudget {
   // `window` shorter than kBuckets clock ticks is taken as kBuckets ticks (non-positive ones
   // too); it is rounded down to a multiple of kBuckets ticks.
   explicit RetryBudget(uint32_t ratio_percent,
-                       std::chrono::nanoseconds window = std::chrono::seconds(10)) noexcept;
+                       std::chrono::nanoseconds window = std::chrono::seconds(10),
+                       uint32_t min_retries = 0) noexcept;
   RetryBudget(const RetryBudget&) = delete;
   RetryBudget& operator=(const RetryBudget&) = delete;
 
@@ -91,13 +96,14 @@ class alignas(64) RetryBudget {
   // Counts in the window that ends at `now`.
   uint64_t primaries(time_point now) const noexcept;
   uint64_t retries(time_point now) const noexcept;
-  // floor(primaries(now) x ratio / 100) + 1.
+  // max(floor(primaries(now) x ratio / 100) + 1, min_retries).
   uint64_t allowance(time_point now) const noexcept;
   // allowance - retries, or 0 (floodgate_retry_budget_remaining{upstream}). The two counts are
   // read one after the other, not together.
   uint64_t remaining(time_point now) const noexcept;
 
   uint32_t ratio_percent() const noexcept { return ratio_; }
+  uint32_t min_retries() const noexcept { return min_retries_; }
   // The effective window: kBuckets x the slice.
   std::chrono::nanoseconds window() const noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -140,9 +146,12 @@ class alignas(64) RetryBudget {
   static void add_slow(Ring& ring, Slice slice, uint64_t word) noexcept;
   // The sum of the live buckets' counts at `slice`.
   static uint64_t sum(const Ring& ring, Slice slice) noexcept;
-  uint64_t allowance_for(uint64_t primaries) const noexcept { return primaries * ratio_ / 100 + 1; }
+  uint64_t allowance_for(uint64_t primaries) const noexcept {
+    return std::max<uint64_t>(primaries * ratio_ / 100 + 1, min_retries_);
+  }
 
   const uint32_t ratio_;
+  const uint32_t min_retries_;
   const Rep slice_ticks_;
   // Atomic: every reactor adds to the current bucket on every request (relaxed fetch_add) and
   // restarts a stale one (CAS); try_retry and the observers sum them. On their own lines, apart

@@ -300,6 +300,8 @@ upstream = "app"
     {"budget_over_100_percent", before_minimal("[resilience.retry_budget]\nratio_percent = 150"),
      Severity::error, "resilience.retry_budget.ratio_percent", 2, 1,
      "use an integer from 0 to 100"},
+    {"budget_floor_over_1000", before_minimal("[resilience.retry_budget]\nmin_retries = 5000"),
+     Severity::error, "resilience.retry_budget.min_retries", 2, 1, "use an integer from 0 to 1000"},
     {"budget_for_undefined_upstream",
      before_minimal("[resilience.retry_budget]\nper_route_ratio_percent = { ap = 20 }"),
      Severity::error, "resilience.retry_budget.per_route_ratio_percent.ap", 2, 29,

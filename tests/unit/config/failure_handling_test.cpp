@@ -70,6 +70,7 @@ TEST(ConfigFailureHandling, DefaultsToTheIssuesValuesWhenTheTablesAreAbsent) {
   EXPECT_TRUE(p.retry_budget.enabled);
   EXPECT_EQ(p.retry_budget.ratio_percent, 10u);
   EXPECT_EQ(p.retry_budget.window, 10s);
+  EXPECT_EQ(p.retry_budget.min_retries, 3u);
   EXPECT_TRUE(p.retry_budget.per_route_ratio_percent.empty());
   EXPECT_FALSE(p.hedging.enabled);
   EXPECT_EQ(p.hedging.delay, 100ms);
@@ -106,7 +107,7 @@ TEST(ConfigFailureHandling, ReadsEveryCircuitBreakerKey) {
 
 TEST(ConfigFailureHandling, ReadsEveryRetryBudgetKey) {
   const LoadResult r = budget(
-      "enabled = false\nratio_percent = 0\nwindow = \"30s\"\n"
+      "enabled = false\nratio_percent = 0\nwindow = \"30s\"\nmin_retries = 0\n"
       "per_route_ratio_percent = { app = 100, billing = 0 }");
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
@@ -115,6 +116,7 @@ TEST(ConfigFailureHandling, ReadsEveryRetryBudgetKey) {
       (resilience::RetryBudgetParams{.enabled = false,
                                      .ratio_percent = 0,
                                      .window = 30s,
+                                     .min_retries = 0,
                                      .per_route_ratio_percent = {{"app", 100}, {"billing", 0}}}));
 }
 
@@ -308,7 +310,8 @@ INSTANTIATE_TEST_SUITE_P(
         KeyError{"typo", kBudget, "ratio_precent = 10",
                  "test.toml:2:1: error: resilience.retry_budget.ratio_precent: unknown key "
                  "'ratio_precent' in [resilience.retry_budget] (did you mean 'ratio_percent'?); "
-                 "expected one of: enabled, ratio_percent, window, per_route_ratio_percent"}),
+                 "expected one of: enabled, ratio_percent, window, min_retries, "
+                 "per_route_ratio_percent"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(

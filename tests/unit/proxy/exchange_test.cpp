@@ -82,7 +82,9 @@ TEST_F(ExchangeLife, EmbedsTwoAttemptsSoARetryOrAHedgeAllocatesNothing) {
   for (const Attempt& a : ex.attempts) {
     EXPECT_FALSE(a.started());
     EXPECT_EQ(a.backend(), -1);
-    EXPECT_FALSE(a.connected());
+    EXPECT_FALSE(a.head_ready());
+    EXPECT_FALSE(a.request_may_have_left());
+    EXPECT_EQ(a.sends(), 0);
   }
 }
 
@@ -92,6 +94,7 @@ TEST_F(ExchangeLife, BeginForgetsThePreviousRequest) {
   ex.facts.keep_alive = true;
   ex.head_request = ex.request_parsed = true;
   ex.body_bytes = 5;
+  ex.body_taken = true;
   ex.bytes_out = 7;
   ex.request_id = "abc";
   ex.decide(Outcome::relayed(200, std::chrono::milliseconds(2)));
@@ -102,6 +105,7 @@ TEST_F(ExchangeLife, BeginForgetsThePreviousRequest) {
   EXPECT_FALSE(ex.head_request);
   EXPECT_FALSE(ex.request_parsed);
   EXPECT_EQ(ex.body_bytes, 0u);
+  EXPECT_FALSE(ex.body_taken);
   EXPECT_EQ(ex.bytes_in, 3u);  // what was already read of it (pipelined bytes)
   EXPECT_EQ(ex.bytes_out, 0u);
   EXPECT_TRUE(ex.request_id.empty());

@@ -89,6 +89,41 @@ TEST(RetryRule, AnExchangeRetriesOnce) {
   EXPECT_EQ(retry_rule(c), NoRetry::attempts_used);
 }
 
+TEST(RetryRule, ARequestThatNeverLeftFloodgateIsRetriedWhateverItsMethodAndBody) {
+  for (const Reason r : {Reason::upstream_connect_failed, Reason::upstream_connect_timeout,
+                         Reason::upstream_reset, Reason::upstream_tls_failed}) {
+    for (const llhttp_method_t m : {HTTP_POST, HTTP_PATCH, HTTP_PROPFIND}) {
+      RetryCandidate c = retryable_get();
+      c.failure = Outcome::generated(r);
+      c.method = m;
+      c.has_body = true;
+      c.unsent = true;
+      EXPECT_EQ(retry_rule(c), NoRetry::none) << info(r).name << " " << llhttp_method_name(m);
+    }
+  }
+}
+
+TEST(RetryRule, AFailedTlsHandshakeIsTerminalOnceTheRequestMayHaveLeft) {
+  RetryCandidate c = retryable_get();
+  c.failure = Outcome::generated(Reason::upstream_tls_failed);
+  EXPECT_EQ(retry_rule(c), NoRetry::not_retryable);
+}
+
+TEST(RetryRule, AnUnsentRequestKeepsTheOtherRules) {
+  RetryCandidate c = retryable_get();
+  c.unsent = true;
+  c.failure = Outcome::generated(Reason::upstream_bad_response);
+  EXPECT_EQ(retry_rule(c), NoRetry::not_retryable);
+  c = retryable_get();
+  c.unsent = true;
+  c.tunnel = true;
+  EXPECT_EQ(retry_rule(c), NoRetry::tunnel);
+  c = retryable_get();
+  c.unsent = true;
+  c.attempts = 2;
+  EXPECT_EQ(retry_rule(c), NoRetry::attempts_used);
+}
+
 // -- What a configuration resolves to --------------------------------------------------------
 
 TEST(FailurePolicyOf, FailureStatusesAreTheConfiguredOnes) {

@@ -20,7 +20,8 @@ using namespace std::chrono_literals;
 
 // A budget and the clock that drives it. The clock starts on a slice boundary (1 h).
 struct Fixture {
-  explicit Fixture(uint32_t ratio, std::chrono::nanoseconds window = 10s) : budget(ratio, window) {}
+  explicit Fixture(uint32_t ratio, std::chrono::nanoseconds window = 10s, uint32_t min_retries = 0)
+      : budget(ratio, window, min_retries) {}
 
   Clock::time_point now() const { return clock.now(); }
   void primaries(uint64_t n) {
@@ -110,6 +111,37 @@ TEST(RetryBudget, RatioZeroAdmitsOneRetryPerWindow) {
   EXPECT_EQ(f.budget.retries(f.now()), 0u);
   EXPECT_TRUE(f.budget.try_retry(f.now()));
   EXPECT_FALSE(f.budget.try_retry(f.now()));
+}
+
+// --- min_retries: a floor for quiet pools ---
+
+TEST(RetryBudget, AQuietPoolGetsAtLeastMinRetriesPerWindow) {
+  Fixture f(10, 10s, 3);
+  f.primaries(5);  // the ratio alone: floor(5 x 10 / 100) + 1 = 1
+  EXPECT_EQ(f.budget.allowance(f.now()), 3u);
+  EXPECT_EQ(f.drain(), 3u);
+  f.clock.advance(10s);  // a new window, the same floor
+  EXPECT_EQ(f.drain(), 3u);
+}
+
+TEST(RetryBudget, UnderLoadTheRatioDecidesAboveTheFloor) {
+  Fixture f(10, 10s, 3);
+  f.primaries(200);  // floor(200 x 10 / 100) + 1 = 21
+  EXPECT_EQ(f.budget.allowance(f.now()), 21u);
+  EXPECT_EQ(f.drain(), 21u);
+}
+
+TEST(RetryBudget, MinRetriesZeroKeepsTheRatiosFormula) {
+  Fixture f(10, 10s, 0);
+  f.primaries(5);
+  EXPECT_EQ(f.drain(), 1u);
+}
+
+TEST(RetryBudget, TheFloorTakesNoPrimariesToApply) {
+  Fixture f(0, 10s, 3);
+  EXPECT_EQ(f.budget.remaining(f.now()), 3u);
+  EXPECT_EQ(f.drain(), 3u);
+  EXPECT_EQ(f.budget.remaining(f.now()), 0u);
 }
 
 // --- the sliding window ---
