@@ -8,7 +8,10 @@ namespace floodgate::config {
 std::string format(const Diagnostic& d) {
   std::string out = d.file;
   if (d.line > 0) {
-    out += ":" + std::to_string(d.line) + ":" + std::to_string(d.column);
+    out += ':';
+    out += std::to_string(d.line);
+    out += ':';
+    out += std::to_string(d.column);
   }
   out += d.severity == Diagnostic::Severity::error ? ": error: " : ": warning: ";
   if (!d.path.empty()) {

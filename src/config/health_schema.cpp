@@ -63,7 +63,7 @@ Text parse_probe_path(std::string_view text) {
   if (!text.starts_with('/')) {
     const std::string example = text.empty() || text.find("://") != std::string_view::npos
                                     ? "/healthz"
-                                    : "/" + std::string(text);
+                                    : std::string("/").append(text);
     return Text::fail(quoted(text) + " must start with \"/\" (the probe sends only the path); " +
                       "e.g. path = " + quoted(example));
   }
@@ -99,7 +99,7 @@ std::string host_error(std::string_view text) {
       return "the ']' after the IPv6 address is missing";
     }
     if (!is_ipv6(text.substr(1, close - 1))) {
-      return "'" + std::string(text.substr(1, close - 1)) + "' is not an IPv6 address";
+      return std::string("'").append(text.substr(1, close - 1)) + "' is not an IPv6 address";
     }
     rest = text.substr(close + 1);
   } else {
@@ -144,7 +144,7 @@ Text parse_probe_host(std::string_view text) {
 // One code of three digits in 100..599; `why` says otherwise.
 std::optional<int> parse_status(std::string_view code, std::string_view item, std::string& why) {
   if (code.empty() || !std::all_of(code.begin(), code.end(), is_digit)) {
-    why = "'" + std::string(item) + "' is not a status code or a range of them; " +
+    why = std::string("'").append(item) + "' is not a status code or a range of them; " +
           std::string(kStatusForms);
     return std::nullopt;
   }

@@ -185,7 +185,7 @@ std::string_view miscased_method(std::string_view text) {
 
 Parsed<std::string> parse_match_prefix(std::string_view text) {
   if (!text.starts_with('/')) {
-    const std::string example = text.empty() ? "/downloads/" : "/" + std::string(text);
+    const std::string example = text.empty() ? "/downloads/" : std::string("/").append(text);
     return Text::fail(quoted(text) + " must start with \"/\"; e.g. " + quoted(example));
   }
   if (std::string why = path_text_error(text); !why.empty()) {

@@ -268,7 +268,7 @@ std::string scope_hint(std::string_view key) {
   }
   for (const KeyHome& h : kKeyHomes) {
     if (h.key == key) {
-      return "'" + std::string(key) + "' belongs in " + std::string(h.home);
+      return std::string("'").append(key) + "' belongs in " + std::string(h.home);
     }
   }
   return {};

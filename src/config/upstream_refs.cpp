@@ -35,7 +35,7 @@ Dotted follow_dots(const std::string& name, const toml::node& value) {
     if (t->size() != 1) {
       return {name, &value};
     }
-    d.name += "." + std::string(t->begin()->first.str());
+    d.name.append(".").append(t->begin()->first.str());
     d.value = &t->begin()->second;
   }
   return d;

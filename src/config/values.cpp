@@ -149,7 +149,12 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  out += s;
+  out += '"';
+  return out;
 }
 
 Parsed<Millis> parse_duration(std::string_view text) {

@@ -269,11 +269,17 @@ class Install(unittest.TestCase):
             bindir = os.path.join(self.cache["CMAKE_INSTALL_PREFIX"], bindir)
         self.assertIn("\nType=notify\n", text)
         binary = os.path.join(bindir, "floodgate")
-        self.assertIn("\nExecStart=%s -c /etc/floodgate/floodgate.toml\n" % binary, text)
+        # One variable names the file for the check, the start and the reload, so a drop-in
+        # that points floodgate at another file checks that file too.
+        self.assertIn("\nEnvironment=FLOODGATE_CONFIG=/etc/floodgate/floodgate.toml\n", text)
+        self.assertIn("\nExecStart=%s -c ${FLOODGATE_CONFIG}\n" % binary, text)
         # The file is checked before a start and before a reload's SIGHUP (HAProxy's habit).
-        self.assertIn("\nExecStartPre=%s check -c /etc/floodgate/floodgate.toml\n" % binary, text)
-        self.assertIn("\nExecReload=%s check -c /etc/floodgate/floodgate.toml\n"
+        self.assertIn("\nExecStartPre=%s check -c ${FLOODGATE_CONFIG}\n" % binary, text)
+        self.assertIn("\nExecReload=%s check -c ${FLOODGATE_CONFIG}\n"
                       "ExecReload=/bin/kill -HUP $MAINPID\n" % binary, text)
+        settings = [line for line in text.splitlines() if not line.startswith("#")]
+        self.assertEqual(sum("/etc/floodgate/floodgate.toml" in line for line in settings), 1,
+                         text)
 
     def test_installed_unit_passes_systemd_analyze_verify(self):
         analyze = shutil.which("systemd-analyze")

@@ -105,11 +105,10 @@ class TheDebianPackage(unittest.TestCase):
     def test_the_unit_runs_the_installed_binary_checks_first_and_names_the_man_page(self):
         with open(self.path("/usr/lib/systemd/system/floodgate.service")) as f:
             unit = f.read()
-        self.assertIn("ExecStart=/usr/sbin/floodgate -c /etc/floodgate/floodgate.toml", unit)
-        self.assertIn("ExecStartPre=/usr/sbin/floodgate check -c /etc/floodgate/floodgate.toml",
-                      unit)
-        self.assertIn("ExecReload=/usr/sbin/floodgate check -c /etc/floodgate/floodgate.toml",
-                      unit)
+        self.assertIn("Environment=FLOODGATE_CONFIG=/etc/floodgate/floodgate.toml", unit)
+        self.assertIn("ExecStart=/usr/sbin/floodgate -c ${FLOODGATE_CONFIG}", unit)
+        self.assertIn("ExecStartPre=/usr/sbin/floodgate check -c ${FLOODGATE_CONFIG}", unit)
+        self.assertIn("ExecReload=/usr/sbin/floodgate check -c ${FLOODGATE_CONFIG}", unit)
         self.assertIn("Documentation=man:floodgate(8) man:floodgate.toml(5)", unit)
 
     def test_the_logrotate_file_rotates_the_log_directory_and_signals_usr1(self):
