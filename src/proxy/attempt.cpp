@@ -430,7 +430,7 @@ bool Attempt::retry_stale_connection() {
   const Exchange& ex = client_->exchange();
   if (!conn_ || !conn_->reused || stale_retried_ || ex.facts.has_body || response_head_ ||
       bin_len_ != 0 || ex.outcome.client_saw_bytes ||
-      (kIdempotentMethods & method_bit(client_->request_parser().method())) == 0) {
+      !idempotent(client_->request_parser().method())) {
     return false;
   }
   stale_retried_ = true;

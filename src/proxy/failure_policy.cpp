@@ -75,7 +75,7 @@ std::size_t backend_failure_kind(Reason reason) noexcept {
 NoRetry retry_rule(const RetryCandidate& c) noexcept {
   const bool unsent_handshake = c.unsent && c.failure.kind == OutcomeKind::tls_failed;
   if (!c.failure.retryable && !unsent_handshake) return NoRetry::not_retryable;
-  if (!c.unsent && (kIdempotentMethods & method_bit(c.method)) == 0) return NoRetry::method;
+  if (!c.unsent && !idempotent(c.method)) return NoRetry::method;
   if (!c.unsent && c.has_body) return NoRetry::body;
   if (c.tunnel) return NoRetry::tunnel;
   if (c.client_saw_bytes) return NoRetry::response_started;

@@ -34,6 +34,9 @@ constexpr MethodMask method_bit(llhttp_method_t m) noexcept {
 inline constexpr MethodMask kIdempotentMethods = method_bit(HTTP_GET) | method_bit(HTTP_HEAD) |
                                                  method_bit(HTTP_PUT) | method_bit(HTTP_DELETE) |
                                                  method_bit(HTTP_OPTIONS) | method_bit(HTTP_TRACE);
+constexpr bool idempotent(llhttp_method_t m) noexcept {
+  return (kIdempotentMethods & method_bit(m)) != 0;
+}
 
 struct FailurePolicy {
   // -- Circuit breakers.

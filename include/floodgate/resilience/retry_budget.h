@@ -103,7 +103,6 @@ class alignas(64) RetryBudget {
   uint64_t remaining(time_point now) const noexcept;
 
   uint32_t ratio_percent() const noexcept { return ratio_; }
-  uint32_t min_retries() const noexcept { return min_retries_; }
   // The effective window: kBuckets x the slice.
   std::chrono::nanoseconds window() const noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
