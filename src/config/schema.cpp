@@ -94,7 +94,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 135> kKeyHomes{{
+constexpr std::array<KeyHome, 136> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -104,6 +104,7 @@ constexpr std::array<KeyHome, 135> kKeyHomes{{
     {"max_body_bytes", kServer},
     {"header_timeout", kServer},
     {"idle_timeout", kServer},
+    {"send_timeout", kServer},
     {"drain_timeout", kServer},
     {"retirement_grace", kServer},
     {"max_buffers_per_reactor", kServer},
@@ -290,6 +291,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   r.integer("max_buffers_per_reactor", 2, 1'048'576, p.max_buffers_per_reactor);
   marks.header_timeout_ok = r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
+  r.duration("send_timeout", Zero::rejected, p.send_timeout);
   marks.drain_timeout_ok = r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
   marks.retirement_grace_at = r.position("retirement_grace");

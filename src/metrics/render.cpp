@@ -64,6 +64,14 @@ void render_connections(PrometheusWriter& w, Shards shards) {
   uint64_t accepted = 0;
   for (const ReactorMetrics* shard : shards) accepted += shard->accepted_connections.value();
   w.sample(kAccepted, {}, accepted);
+  constexpr std::string_view kSendTimeouts = "floodgate_client_send_timeouts_total";
+  w.header(kSendTimeouts,
+           "Client connections closed because the client took no byte of a response for "
+           "server.send_timeout.",
+           MetricType::counter);
+  uint64_t send_timeouts = 0;
+  for (const ReactorMetrics* shard : shards) send_timeouts += shard->send_timeouts.value();
+  w.sample(kSendTimeouts, {}, send_timeouts);
 }
 
 // The reactors' buffer pools, summed: blocks by state, bytes held, bytes given back by trimming.

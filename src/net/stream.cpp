@@ -1,8 +1,10 @@
 #include "floodgate/net/stream.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,6 +76,18 @@ void Stream::cancel_read() {
     return;
   }
   raw_cancel_read();
+}
+
+std::size_t Stream::unsent_bytes() const noexcept {
+  int queued = 0;
+  if (fd_ < 0 || ::ioctl(fd_, SIOCOUTQ, &queued) != 0 || queued < 0) return 0;
+  return static_cast<std::size_t>(queued);
+}
+
+std::size_t Stream::unread_bytes() const noexcept {
+  int queued = 0;
+  if (fd_ < 0 || ::ioctl(fd_, SIOCINQ, &queued) != 0 || queued < 0) return 0;
+  return static_cast<std::size_t>(queued);
 }
 
 void Stream::shutdown_send() {
@@ -198,6 +212,7 @@ void Stream::on_io(bool is_send, int result) {
       write_done_ = true;
     } else if (result > 0) {
       write_.sent += static_cast<std::size_t>(result);
+      sent_at_ = poller_.now();
       write_done_ = write_.sent == write_.len;  // short: the rest goes in the next submission
     }
     return;
@@ -296,6 +311,7 @@ void Stream::perform_write() {
         ::send(fd_, write_.data + write_.sent, write_.len - write_.sent, MSG_NOSIGNAL);
     if (n >= 0) {
       write_.sent += static_cast<std::size_t>(n);
+      if (n > 0) sent_at_ = poller_.now();
     } else if (errno == EINTR) {
       continue;
     } else if (would_block(errno)) {

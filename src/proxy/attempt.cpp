@@ -77,6 +77,7 @@ void Attempt::reset() noexcept {
   started_ = ended_ = connecting_ = backend_writing_ = false;
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
   stale_retried_ = request_sent_ = tls_failed_ = established_ = head_ready_ = false;
+  backend_done_ = false;
   begun_at_ = connected_at_ = head_at_ = {};
 }
 
@@ -366,8 +367,11 @@ void Attempt::on_response_head(bool message_done) {
   pump_response_body();
 }
 
+// Parses what the backend sent into the client's output, while the client writes what is
+// already there: the backend is read as long as the output has room, so that a response that
+// fits in it is read to its end whatever the client's pace (then the backend's part is over).
 void Attempt::pump_response_body() {
-  if (client_->writing() || client_->closed()) return;
+  if (client_->closed()) return;
   const bool chunked = plan_.framing == http::Framing::chunked;
   http::Parser& rp = conn_->parser;
   while (!response_done_ && client_->out_room() >= 2 * kFramingSlack) {
@@ -406,10 +410,39 @@ void Attempt::pump_response_body() {
     client_->commit_out(w.size());
     last_chunk_written_ = true;
   }
-  if (client_->out_pending()) return client_->write_out();
-  if (response_done_) return finish_response();
-  bin_len_ = bin_pos_ = 0;
-  arm_timer(up_->params.response_timeout);
+  if (response_done_ && request_sent_ && !ended_) {
+    // The whole response is in the client's output and the whole request reached the
+    // backend: the backend's part is over, whatever the client's pace. Its connection goes
+    // back to the pool and its buffers to the reactor now, then what admitted the request.
+    end(reusable());
+    release_buffers();
+    client_->on_backend_done();
+  }
+  if (client_->out_pending()) {
+    client_->write_out();  // on_client_drained() goes on once it is all out
+    if (response_done_) return;
+  } else if (response_done_) {
+    return finish_response();
+  }
+  // response_timeout runs while floodgate waits on the backend alone (the output empty, every
+  // byte read parsed), never while the client holds the response up.
+  if (conn_->reading()) {  // a read into bin_ is on its way
+    if (!client_->out_pending()) arm_timer(up_->params.response_timeout);
+    return;
+  }
+  if (bin_pos_ == bin_len_) {
+    bin_len_ = bin_pos_ = 0;
+    arm_timer(up_->params.response_timeout);
+  } else {
+    // The output is full: the client sets the pace. The backend is still read into what bin_
+    // has free, so that its whole response can arrive (and its part end) meanwhile; each read
+    // that completes looks again.
+    note_client_paced();
+    std::memmove(in_data(), in_data() + bin_pos_, bin_len_ - bin_pos_);
+    bin_len_ -= bin_pos_;
+    bin_pos_ = 0;
+    if (backend_eof_ || bin_len_ == BufferLayout::kResponseData) return;
+  }
   do_backend_read();
 }
 
@@ -452,9 +485,28 @@ bool Attempt::retry_stale_connection() {
   return true;
 }
 
+// The response waits for the client with the output full. When the rest of it is all on
+// floodgate's side already (a Content-Length body whose remaining bytes are in bin_ and in the
+// backend socket's receive queue), the backend has sent everything and is idle: its part is
+// over, and what admitted the request goes back now, though the connection carries bytes until
+// the client has taken them (it returns to the pool then). A chunked or close-delimited body,
+// or one from a TLS backend, cannot be told complete before it is read: it is at the end.
+void Attempt::note_client_paced() {
+  if (backend_done_ || !request_sent_ || !conn_ || conn_->tls() != nullptr) return;
+  const http::Parser& rp = conn_->parser;
+  if (rp.chunked() || !rp.has_content_length()) return;
+  if ((bin_len_ - bin_pos_) + conn_->unread_bytes() < rp.body_left()) return;
+  backend_done_ = true;
+  in_flight_.release();
+  client_->on_backend_done();
+}
+
+bool Attempt::reusable() const noexcept {
+  return request_sent_ && !backend_eof_ && conn_ && conn_->parser.keep_alive();
+}
+
 void Attempt::finish_response() {
-  const bool reusable = request_sent_ && !backend_eof_ && conn_ && conn_->parser.keep_alive();
-  end(reusable);
+  end(reusable());  // nothing more when the backend's part ended before the client's
   client_->on_response_done(plan_.close_client);
 }
 

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <algorithm>
 #include <boost/asio/error.hpp>
 #include <cstring>
 
@@ -77,7 +78,7 @@ void ClientConn::release_buffers() {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
   for (Attempt& a : ex_.attempts) a.release_buffers();
-  in_len_ = in_pos_ = cout_len_ = early_end_ = 0;
+  in_len_ = in_pos_ = cout_len_ = cout_sent_ = early_end_ = 0;
 }
 
 void ClientConn::start() {
@@ -300,7 +301,10 @@ void ClientConn::write_generated(std::string_view bytes, bool close) {
   const std::size_t head = bytes.find("\r\n\r\n") + 4;
   if (ex_.head_request) bytes = bytes.substr(0, head);  // HEAD: no body
   ex_.head_bytes_out += head;
-  client_timer_.cancel();
+  // The answer is decided: what admitted the request goes back before the client reads it, so
+  // that its next request (on this connection or another) finds the slot free.
+  ex_.release_admission();
+  arm_send_timer();
   phase_ = Phase::generated;
   client_writing_ = true;
   generated_close_ = close;
@@ -320,15 +324,17 @@ void ClientConn::on_generated_written(const error_code& ec, bool close) {
 
 // The bytes the attempt put in the output go to the client.
 void ClientConn::write_out() {
-  if (client_writing_) return;
+  if (client_writing_) return;  // the completion writes what was added meanwhile
   client_writing_ = true;
   ex_.outcome.client_saw_bytes = true;
-  arm_client_timer(reactor_.snapshot().server.idle_timeout);
-  client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-    ClientConn& c = ClientConn::from(o);
-    c.client_writing_ = false;
-    c.on_client_written(ec, n);
-  });
+  arm_send_timer();
+  const std::size_t from = std::exchange(cout_sent_, cout_len_);
+  client_.write(cout_ + from, cout_len_ - from,
+                [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                  ClientConn& c = ClientConn::from(o);
+                  c.client_writing_ = false;
+                  c.on_client_written(ec, n);
+                });
 }
 
 void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
@@ -336,8 +342,9 @@ void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
   if (closed_) return;
   client_timer_.cancel();
   if (ec) return cut(OutcomeSource::client);
-  cout_len_ = 0;
   if (phase_ == Phase::closing) return linger_close();
+  if (cout_sent_ < cout_len_) return write_out();  // the attempt added bytes meanwhile
+  cout_len_ = cout_sent_ = 0;
   ex_.attempt().on_client_drained();
 }
 
@@ -390,7 +397,7 @@ void ClientConn::finish_request(bool close_client) {
   ex_.end();  // the pool slot, then the stages' tickets (the in-flight cap's slot)
   // Nothing is pending on the response side: its buffers go back now.
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
-  cout_len_ = 0;
+  cout_len_ = cout_sent_ = 0;
   for (Attempt& a : ex_.attempts) a.release_buffers();
   if (close_client || reactor_.draining()) return linger_close();
   // Keep-alive: move pipelined bytes to the front of in_.
@@ -523,6 +530,33 @@ void ClientConn::on_tls_handshake(Handshake result) noexcept {
   }
 }
 
+// send_timeout is checked four times per period: the kernel says when it takes bytes of a
+// write (Stream::last_sent_at), and how much it still holds for the client (unsent_bytes),
+// which shrinks as the client reads even while the socket is too full to take more. The
+// connection is closed between send_timeout and 1.25 x send_timeout after the last progress.
+void ClientConn::arm_send_timer() {
+  send_since_ = reactor_.now();
+  send_unsent_ = kUnsentUnknown;
+  const std::chrono::milliseconds timeout = reactor_.snapshot().server.send_timeout;
+  arm_client_timer(std::clamp(timeout / 4, std::chrono::milliseconds(1), kClientPacedAfter));
+}
+
+bool ClientConn::send_progressing() {
+  const auto now = reactor_.now();
+  const std::size_t unsent = client_.unsent_bytes();
+  if (send_unsent_ != kUnsentUnknown && unsent < send_unsent_) send_since_ = now;
+  send_unsent_ = unsent;
+  const auto since = std::max(send_since_, client_.last_sent_at());
+  const std::chrono::milliseconds timeout = reactor_.snapshot().server.send_timeout;
+  if (now - since >= timeout) {
+    reactor_.metrics().send_timeouts.add();
+    return false;
+  }
+  const auto check = now + std::max(timeout / 4, std::chrono::milliseconds(1));
+  reactor_.wheel().schedule(client_timer_, std::min(since + timeout, check));
+  return true;
+}
+
 void ClientConn::on_client_timeout() {
   Ref<ClientConn> keep(this);
   if (const net::TlsSession* tls = client_.tls(); tls != nullptr && !tls->handshake_reported) {
@@ -537,11 +571,19 @@ void ClientConn::on_client_timeout() {
       return respond(Reason::header_timeout);
     case Phase::queued:  // the wait's deadline (the pool's pending_timeout)
       return leave_wait(ex_.wait.at_deadline, CancelReason::timed_out);
-    case Phase::tunnel:      // no traffic either way for idle_timeout
-    case Phase::forwarding:  // the client stalled sending its body or reading the response
+    case Phase::forwarding:  // the client stalled reading the response, or sending its body
+      if (client_writing_ && ex_.attempt().response_started()) {
+        // A write of the response has waited kClientPacedAfter at least: the kernel holds all
+        // it can for this client, which reads slower than the backend sends.
+        ex_.release_tickets();
+      }
+      if (client_writing_ && send_progressing()) return;
       return cut(OutcomeSource::client);
-    case Phase::closing:
+    case Phase::tunnel:  // no traffic either way for idle_timeout
+      return cut(OutcomeSource::client);
     case Phase::generated:
+    case Phase::closing:  // a response still being written, or the linger
+      if (client_writing_ && send_progressing()) return;
       return close();
   }
 }

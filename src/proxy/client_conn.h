@@ -71,13 +71,17 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // Forwards buffered request body into attempt `a`, or reads more of it.
   void pump_request_body(Attempt& a);
   // The response's bytes for the client: a response buffer the attempt fills, written by
-  // write_out() (which calls the attempt's on_client_drained() when all is out).
+  // write_out() (which calls the attempt's on_client_drained() when all is out). The attempt
+  // may go on adding bytes while a write is in progress (its completion writes them next), so
+  // that a response that fits is read from the backend whatever the client's pace.
   bool acquire_out() noexcept;
   char* out_end() const noexcept { return cout_ + cout_len_; }
   std::size_t out_room() const noexcept;
   void commit_out(std::size_t n) noexcept { cout_len_ += n; }
+  // Bytes in the output the client has not taken yet (written or being written).
   bool out_pending() const noexcept { return cout_len_ > 0; }
-  void discard_out() noexcept { cout_len_ = 0; }
+  // Only before the first write_out() of the response: nothing of it reached the client.
+  void discard_out() noexcept { cout_len_ = cout_sent_ = 0; }
   bool writing() const noexcept { return client_writing_; }
   void write_out();
   // Attempt `failed` failed for `reason`. When the exchange's other attempt is still live (a
@@ -88,6 +92,10 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // Attempt `a` has the exchange's response (its first byte is about to go to the client):
   // the other attempt, if still live, is cancelled (hedging: the first response head wins).
   void claim(Attempt& a);
+  // The backend's part of the exchange is over (its response is read to the end and wholly in
+  // the output, its connection given back): the pool slot and the stages' tickets go back now,
+  // while the client may still be reading (Exchange::release_admission).
+  void on_backend_done() noexcept { ex_.release_admission(); }
   // The response is complete: the exchange ends, then the connection goes on or closes.
   void on_response_done(bool close);
   // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
@@ -135,6 +143,12 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   bool admit_handshake() noexcept;  // the front in-flight cap, for a TLS handshake
   void on_client_timeout();
   void arm_client_timer(std::chrono::milliseconds d);
+  // A write to the client begins: server.send_timeout runs from now, and from each byte the
+  // client takes.
+  void arm_send_timer();
+  // The client timer fired while a write is pending: true (the timer re-armed) when the client
+  // took a byte within send_timeout; false when it took nothing for that long.
+  bool send_progressing();
 
   // -- the route's chain and waiting (waiting.cpp)
   void run_chain(const Chain& chain);
@@ -191,8 +205,16 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   Ref<ClientConn> self_;
   int adopt_error_ = 0;  // the poller refused the socket (errno)
   http::Parser parser_{http::Parser::Kind::request};
-  // header_timeout, idle_timeout, a wait's deadline (pending_timeout), the linger.
+  // header_timeout, idle_timeout, send_timeout, a wait's deadline (pending_timeout), the linger.
   TimerWheel::Entry client_timer_;
+  // The pending client write: when it began or last made progress, and what the kernel still
+  // held for the client at the last check (send_progressing).
+  static constexpr std::size_t kUnsentUnknown = ~std::size_t{0};
+  // A response write pending this long makes the exchange client-paced: what the stages
+  // admitted it with goes back (Exchange::release_tickets). Also send_timeout's first check.
+  static constexpr std::chrono::milliseconds kClientPacedAfter{1000};
+  std::chrono::steady_clock::time_point send_since_{};
+  std::size_t send_unsent_ = kUnsentUnknown;
   TimerWheel::Entry hedge_timer_;  // hedging.delay after the first attempt started
   Phase phase_ = Phase::idle;
   bool read_into_landing_ = false;  // the pending client read goes to landing_
@@ -218,6 +240,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   std::size_t in_pos_ = 0;  // bytes consumed by the parser
   char* cout_ = nullptr;
   std::size_t cout_len_ = 0;
+  std::size_t cout_sent_ = 0;  // of cout_len_, the bytes handed to a write (done or pending)
 
   // The request in progress.
   Exchange ex_;

@@ -7,7 +7,7 @@ closed connects, malformed heads, slow heads and a FIN mid-body):
   body, the client connection closes and floodgate_upstream_timeouts_total moves;
 - an accept storm (a few thousand connects in a burst), after which requests succeed;
 - a client that never reads a large response: floodgate's memory stays bounded and the
-  connection is closed after idle_timeout;
+  connection is closed after send_timeout;
 - buffer pool exhaustion: with server.max_buffers_per_reactor tiny, held requests use up the
   buffers, the next request gets 503 buffers_exhausted (counted), and service recovers once
   they finish.
@@ -183,7 +183,8 @@ class ClientFaults(FloodgateTestCase):
         cls.backend = Backend("big").start()
         cls.backends = [cls.backend]
         cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
-                                     server={"idle_timeout": "%dms" % (IDLE_TIMEOUT * 1000)})
+                                     server={"idle_timeout": "%dms" % (IDLE_TIMEOUT * 1000),
+                                             "send_timeout": "%dms" % (IDLE_TIMEOUT * 1000)})
 
     def test_an_accept_storm_leaves_floodgate_serving(self):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -216,7 +217,7 @@ class ClientFaults(FloodgateTestCase):
     def client_connections(self):
         return self.fg.metrics().value("floodgate_client_connections")
 
-    def test_a_client_that_never_reads_is_bounded_and_closed_after_idle_timeout(self):
+    def test_a_client_that_never_reads_is_bounded_and_closed_after_send_timeout(self):
         pid = self.fg.proc.pid
         before = rss_kib(pid)
         # Start from no client connection: one still closing (the start-up readiness probe, an
@@ -230,7 +231,7 @@ class ClientFaults(FloodgateTestCase):
         s.sendall(b"GET /big?bytes=%d HTTP/1.1\r\nHost: a\r\n\r\n" % total)
         peak = before
         poll(lambda: self.client_connections() > open_before, what="the stalled connection open")
-        # Until floodgate closes it (idle_timeout after the last byte the kernel took), sampling
+        # Until floodgate closes it (send_timeout after the last byte the client took), sampling
         # its RSS meanwhile; the deadline only bounds a floodgate that never closes it.
         deadline = time.monotonic() + IDLE_TIMEOUT + 20
         while self.client_connections() > open_before:

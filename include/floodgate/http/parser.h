@@ -105,6 +105,8 @@ class Parser {
   bool chunked() const { return (parser_.flags & F_CHUNKED) != 0; }
   bool has_content_length() const { return (parser_.flags & F_CONTENT_LENGTH) != 0; }
   uint64_t content_length() const { return content_length_; }
+  // A Content-Length body being parsed: the bytes of it still to come (llhttp counts down).
+  uint64_t body_left() const { return parser_.content_length; }
   bool keep_alive() const { return llhttp_should_keep_alive(&parser_) != 0; }
   bool upgrade() const { return parser_.upgrade != 0; }
   uint32_t field_count() const { return field_count_; }

@@ -70,6 +70,17 @@ class Stream : public PollTarget {
   // socket reads and writes are not: the engine may be reading while nobody asked it to).
   bool reading() const { return (tls_ != nullptr ? app_read_ : read_).done != nullptr; }
   bool writing() const { return (tls_ != nullptr ? app_write_ : write_).done != nullptr; }
+  // When the kernel last took bytes of a write from this stream (the loop's time; the epoch
+  // before the first): a stalled peer is one that has taken nothing for a while. Under TLS the
+  // ciphertext counts.
+  Clock::time_point last_sent_at() const noexcept { return sent_at_; }
+  // Bytes the kernel holds for the peer, not yet acknowledged (SIOCOUTQ; one system call, 0
+  // when closed): when it shrinks, the peer is taking bytes even while the socket's send
+  // buffer is too full for the poller to call it writable.
+  std::size_t unsent_bytes() const noexcept;
+  // Bytes the kernel has received from the peer that no read has taken yet (SIOCINQ; one
+  // system call, 0 when closed). In the clear only: under TLS they are ciphertext.
+  std::size_t unread_bytes() const noexcept;
   void shutdown_send();
   // Closes the socket (it leaves the epoll set) and drops pending operations.
   void close();
@@ -153,6 +164,7 @@ class Stream : public PollTarget {
   bool writable_ = false;
   bool peer_closed_ = false;  // EOF or an error is pending: reads answer at once
   bool connecting_ = false;
+  Clock::time_point sent_at_{};              // last_sent_at()
   boost::system::error_code connect_error_;  // a connect that failed at once
   ReadOp read_;
   WriteOp write_;  // also holds the connect completion while connecting_

@@ -147,6 +147,9 @@ class Attempt final : public net::StreamOwner {
   void begin_tunnel();
   void pump_response_body();
   void finish_response();
+  // The backend connection may serve another request once this response is read to its end.
+  bool reusable() const noexcept;
+  void note_client_paced();
   bool retry_stale_connection();
   // The attempt's verdict for its backend's circuit breaker (once; later calls do nothing).
   void judge(resilience::CircuitVerdict verdict) noexcept;
@@ -198,6 +201,7 @@ class Attempt final : public net::StreamOwner {
   bool established_ = false;    // the connection was established (or pooled): bytes may leave
   bool head_ready_ = false;     // the request head is in bout_ (send_request_head wrote it)
   bool request_sent_ = false;   // the whole request reached the backend
+  bool backend_done_ = false;   // the whole response is on floodgate's side (note_client_paced)
 };
 
 }  // namespace floodgate::proxy

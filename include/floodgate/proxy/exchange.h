@@ -124,7 +124,8 @@ struct Exchange {
   uint64_t bytes_out = 0;       // bytes written to the client for this request
   uint64_t head_bytes_out = 0;  // of them, response heads (1xx included): the rest is body
 
-  // -- The pool slot, held from admission to the end of the exchange (tunnels included).
+  // -- The pool slot, held from admission until the backend's part of the exchange is over
+  // (release_admission; a tunnel's until it closes).
   Permit permit;
   // -- Waiting for a stage (the pool's queue).
   Wait wait;
@@ -210,6 +211,23 @@ struct Exchange {
     outcome = Outcome{};
   }
 
+  // Gives back what admitted the request, once the backend's part is over (its response read
+  // to the end, or floodgate's own answer decided) and before the client has the bytes: the
+  // pool slot, after every backend's in-flight count (sum of backends <= pool), then the
+  // stages' tickets (the front cap, the adaptive ceiling with the outcome as it stands, the
+  // route and global caps). A client reading slowly, or going away now, is then no load the
+  // controls count. Later calls do nothing.
+  void release_admission() noexcept {
+    permit.release();
+    tickets.settle(outcome);
+  }
+  // The client sets the pace: its response waits in floodgate because the client does not
+  // take it (ClientConn's client_paced). Floodgate spends nothing on it meanwhile, so the
+  // stages' tickets go back (the front cap, the adaptive ceiling, the route and global caps);
+  // the pool slot stays until the backend's part is over, since the backend may still be
+  // sending. Later calls do nothing.
+  void release_tickets() noexcept { tickets.settle(outcome); }
+
   // Settles what the exchange holds, in reverse order of taking (the pool slot after every
   // backend's in-flight count, then the stages' tickets), and unpins its generation. The
   // attempts must be ended before (their backend connections are the client's business).
@@ -217,8 +235,7 @@ struct Exchange {
   // `unpin` false keeps the generation pinned until the exchange is destroyed or begun again
   // (a closing connection: completions still pending may read what it owns).
   void end(bool unpin = true) noexcept {
-    permit.release();  // the pool slot, after the backend's (sum of backends <= pool)
-    tickets.settle(outcome);
+    release_admission();
     request = {};
     inflight_exempt = -1;
     cursor = 0;

@@ -28,6 +28,7 @@ struct ServerParams {
   uint64_t max_body_bytes = 0;            // 0 = unlimited -> 413
   Millis header_timeout{10'000};          // first byte of a head until the head is complete -> 408
   Millis idle_timeout{60'000};            // idle keep-alive client connection
+  Millis send_timeout{60'000};            // a response the client takes no byte of -> closed
   Millis drain_timeout{30'000};     // SIGTERM: finish in-flight requests for at most this long
   Millis retirement_grace{30'000};  // reload: how long the old generation's requests may run
   IoMode io = IoMode::automatic;    // event loop interface; fixed while floodgate runs
