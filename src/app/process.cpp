@@ -168,14 +168,11 @@ void Process::start_watchdog() {
   WatchdogThread::PressureSource pressure = [front = gens_.active().snapshot->front_state,
                                              protection =
                                                  gens_.active().snapshot->protection.state] {
-    const auto count = [](int64_t n) { return static_cast<uint64_t>(std::max<int64_t>(0, n)); };
     if (protection && protection->adaptive.ceiling() != 0) {
-      return WatchdogThread::Pressure{.in_flight = count(protection->adaptive.in_flight()),
-                                      .ceiling = protection->adaptive.ceiling()};
+      return WatchdogThread::Pressure{.ceiling = protection->adaptive.ceiling()};
     }
     if (!front) return WatchdogThread::Pressure{};
-    return WatchdogThread::Pressure{.in_flight = count(front->inflight.in_flight()),
-                                    .ceiling = front->inflight.limit()};
+    return WatchdogThread::Pressure{.ceiling = front->inflight.limit()};
   };
   watchdog_.emplace(std::move(reactors), std::move(pressure), notifier_);
   watchdog_->configure(gens_.active().config.resilience.watchdog);

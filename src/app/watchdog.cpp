@@ -236,6 +236,7 @@ WatchdogThread::Totals WatchdogThread::totals() const {
     }
     t.timeouts += m.responses_generated(Reason::upstream_timeout).value() +
                   m.responses_generated(Reason::upstream_connect_timeout).value();
+    t.awaiting += static_cast<uint64_t>(std::max<int64_t>(0, m.awaiting_backend.value()));
   }
   return t;
 }
@@ -246,7 +247,7 @@ void WatchdogThread::judge(Clock::time_point now) {
   const resilience::WatchdogObservation o{.unanswered = unanswered_,
                                           .settled = t.settled - window_start_.settled,
                                           .timeouts = t.timeouts - window_start_.timeouts,
-                                          .in_flight = pressure.in_flight,
+                                          .in_flight = pressure.ceiling != 0 ? t.awaiting : 0,
                                           .ceiling = pressure.ceiling};
   window_start_ = t;
   next_check_ += params_.check_interval;

@@ -11,7 +11,10 @@
 //     settled on an upstream in the window and the upstream timeouts among them (the reactors'
 //     metrics shards, summed as /metrics sums them: floodgate_requests_total with a non-empty
 //     upstream label, and floodgate_responses_generated_total for upstream_timeout and
-//     upstream_connect_timeout), and in-flight against the ceiling (a PressureSource).
+//     upstream_connect_timeout), and the requests waiting on a backend (sent whole, no
+//     response head yet: ReactorMetrics::awaiting_backend) against the ceiling (a
+//     PressureSource). A request waiting on its client (a slow upload, a slow reader) is no
+//     sign of a wedged process and is not counted.
 // The window goes to resilience::Watchdog, which decides; this class acts:
 //   - drain: every reactor stops accepting (Reactor::pause_accepting: the listeners refuse new
 //     connections, established ones and requests in flight carry on), /healthz answers 503
@@ -59,10 +62,10 @@ namespace floodgate::app {
 
 class WatchdogThread {
  public:
-  // What the overload cause compares: requests in flight and the ceiling they are admitted
-  // under (0 = none: no overload cause). Called on the watchdog thread once per window.
+  // The ceiling requests are admitted under, which the overload cause compares the requests
+  // waiting on a backend with (0 = none: no overload cause). Called on the watchdog thread once
+  // per window.
   struct Pressure {
-    uint64_t in_flight = 0;
     uint64_t ceiling = 0;
   };
   using PressureSource = std::function<Pressure()>;
@@ -100,6 +103,7 @@ class WatchdogThread {
   struct Totals {
     uint64_t settled = 0;
     uint64_t timeouts = 0;
+    uint64_t awaiting = 0;  // now, not a count since start: requests waiting on a backend
   };
 
   void run();

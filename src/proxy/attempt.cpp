@@ -78,7 +78,7 @@ void Attempt::reset() noexcept {
   response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
   stale_retried_ = request_sent_ = tls_failed_ = established_ = head_ready_ = false;
   backend_done_ = false;
-  begun_at_ = connected_at_ = head_at_ = {};
+  begun_at_ = connected_at_ = head_at_ = sent_at_ = {};
 }
 
 void Attempt::release_buffers() noexcept {
@@ -103,7 +103,7 @@ void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
   in_flight_ = std::move(entered);
   pass_ = std::move(pass);
   begun_at_ = client_->reactor().now();
-  connected_at_ = head_at_ = {};
+  connected_at_ = head_at_ = sent_at_ = {};
   Backend& peer = *up.backends[backend];
   Backend::Stats& stats = peer.stats[client_->reactor().index()];
   Ref<BackendConn> idle = client_->reactor().take_idle(peer);
@@ -246,6 +246,11 @@ void Attempt::on_backend_written(const error_code& ec) {
 
 void Attempt::request_done() {
   request_sent_ = true;
+  sent_at_ = client_->reactor().now();
+  if (!response_head_ && !awaiting_) {
+    awaiting_ = true;
+    client_->reactor().metrics().awaiting_backend.add(1);
+  }
   if (!response_head_) arm_timer(up_->params.response_timeout);
 }
 
@@ -292,6 +297,7 @@ void Attempt::process_response() {
   if (status < 200 && status != 101) return on_interim_response();
   if (status == 101) {
     if (!client_->exchange().facts.upgrade) return fail(Reason::upstream_bad_response);
+    stop_awaiting();
     head_at_ = client_->reactor().now();
     judge(resilience::CircuitVerdict::success);
     return begin_tunnel();
@@ -349,12 +355,13 @@ void Attempt::on_response_head(bool message_done) {
     return client_->on_attempt_failed(*this, Reason::none);
   }
   client_->claim(*this);
+  stop_awaiting();
   head_at_ = reactor.now();
   Backend::Stats& stats = stats_of(*up_, backend_, reactor);
   stats.responses[status_class(rp.status())].add();
   stats.head_time.observe(head_at_ - begun_at_);
   plan_ = http::plan_response(rp, ex.head_request, minor, keep);
-  ex.decide(Outcome::relayed(rp.status(), std::chrono::steady_clock::now() - ex.started));
+  ex.decide(Outcome::relayed(rp.status(), backend_latency()));
   if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
   http::Writer w(client_->out_end(), client_->out_room());
   if (!http::write_response_head(rp, plan_, minor, w)) return fail(Reason::upstream_bad_response);
@@ -467,6 +474,7 @@ bool Attempt::retry_stale_connection() {
     return false;
   }
   stale_retried_ = true;
+  stop_awaiting();  // counted again once the request is sent whole on the new connection
   Ref<BackendConn> stale = std::move(conn_);
   stale->set_owner(nullptr);
   stale->close();  // drops its pending operations
@@ -499,6 +507,12 @@ void Attempt::note_client_paced() {
   backend_done_ = true;
   in_flight_.release();
   client_->on_backend_done();
+}
+
+void Attempt::stop_awaiting() noexcept {
+  if (!awaiting_) return;
+  awaiting_ = false;
+  client_->reactor().metrics().awaiting_backend.add(-1);
 }
 
 bool Attempt::reusable() const noexcept {
@@ -617,6 +631,7 @@ void Attempt::judge(resilience::CircuitVerdict verdict) noexcept {
 
 void Attempt::end(bool reusable) {
   ended_ = true;
+  stop_awaiting();
   timer_.cancel();
   connecting_ = false;
   in_flight_.release();

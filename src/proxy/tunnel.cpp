@@ -20,7 +20,10 @@ using boost::system::error_code;
 void Attempt::begin_tunnel() {
   Exchange& ex = client_->exchange();
   http::Parser& rp = conn_->parser;
-  ex.decide(Outcome::relayed(101, std::chrono::steady_clock::now() - ex.started));
+  ex.decide(Outcome::relayed(101, backend_latency()));
+  // The offer became a tunnel, which does no work inside the caps: what the stages admitted it
+  // with goes back (resilience.inflight.exempt_upgrades); the pool slot stays until it closes.
+  if (ex.gen->snapshot->protection.params.inflight.exempt_upgrades) ex.release_tickets();
   timer_.cancel();
   if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
   http::Writer w(client_->out_end(), client_->out_room());

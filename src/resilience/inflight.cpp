@@ -27,7 +27,9 @@ InflightExemptions::InflightExemptions(const InflightParams& params)
       upgrades_(params.exempt_upgrades) {}
 
 bool InflightExemptions::exempt(const RequestView& request) const noexcept {
-  if (upgrades_ && (request.upgrade || request.is_connect)) return true;
+  // An upgrade offer is not a tunnel until its 101: it takes its slot like any request and
+  // gives it back then (Exchange::release_tickets), so that a plain answer to it stays counted.
+  if (upgrades_ && request.is_connect) return true;
   if (preflight_ && is_cors_preflight(request)) return true;
   if (contains(methods_, request.method)) return true;
   const std::string_view path = request.path;

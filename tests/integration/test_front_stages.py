@@ -125,6 +125,48 @@ class InflightCap(FrontTestCase):
                 h.release()
 
 
+class UpgradeOffers(FrontTestCase):
+    """Only what has become a tunnel is exempt: an upgrade offer takes its slot like any
+    request, and gives it back when its 101 arrives. Before, `Connection: upgrade` with any
+    Upgrade value passed the cap, the adaptive ceiling, the route caps and brownout even when
+    the backend answered a plain 200."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])],
+                                     resilience={"inflight": {"max_inflight": 2}})
+
+    def test_an_upgrade_offer_at_the_cap_is_refused_like_any_request(self):
+        held = [Held(self, self.a, "offer-%d" % i, "test.local") for i in range(2)]
+        try:
+            r = self.fg.request("GET", "/echo", headers=[("Connection", "upgrade"),
+                                                         ("Upgrade", "anything/1")])
+            self.assertGenerated(r, 429, "inflight_cap")
+        finally:
+            for h in held:
+                self.assertEqual(h.release().status, 200)
+
+    def test_an_offer_answered_200_holds_its_slot_and_a_tunnel_gives_it_back(self):
+        offer = self.fg.conn()
+        offer.send(build_request("GET", "/hold?key=offer", host="test.local",
+                                 headers=[("Connection", "upgrade"), ("Upgrade", "x/1")]))
+        self.a.wait_for_target("/hold?key=offer")
+        self.assertEqual(self.metric("floodgate_inflight_requests"), 1)
+        self.a.release("offer")
+        self.assertEqual(offer.read_response().status, 200)
+        offer.close()
+        ws = self.fg.conn()
+        try:
+            ws.send(build_request("GET", "/ws", host="test.local", headers=UPGRADE_HEADERS))
+            self.assertEqual(ws.read_response().status, 101)
+            poll(lambda: self.metric("floodgate_inflight_requests") == 0,
+                 what="the tunnel's slot given back at its 101")
+        finally:
+            ws.close()
+
+
 class InflightSizing(FrontTestCase):
     def start_with(self, env=None, resilience=None, workers=1):
         a = Backend("a").start()

@@ -151,6 +151,114 @@ class SendTimeout(SlowClientTestCase):
         self.assertEqual(self.metric("floodgate_client_send_timeouts_total"), before)
 
 
+class ClientPaceIsNotBackendLatency(SlowClientTestCase):
+    """Adaptive admission samples what the backend takes, from the whole request reaching it to
+    its response head: slow heads and slow uploads (mobile clients) against a fast backend
+    never lower the ceiling. Before, samples were timed from the request's first byte: 45
+    slow clients cut the ceiling from 136 to 64 and turned brownout on against an idle
+    backend."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate(
+            [upstream("a", [cls.a], keepalive=64)],
+            resilience={"adaptive_admission": {"min_limit": 8, "max_limit": 48,
+                                               "decrease_step": 8, "increase_step": 8,
+                                               "high_latency": "100ms", "window": "50ms"}})
+
+    def slow_client(self, n, results):
+        for i in range(n):
+            with Conn(self.fg.port) as c:
+                if i % 2 == 0:  # a head that takes three times high_latency to arrive
+                    request = build_request("GET", "/echo?slow-head=%d" % i, host="test.local")
+                    c.send(request[:20])
+                    time.sleep(0.3)
+                    c.send(request[20:])
+                else:  # an upload that does
+                    body = b"x" * 2000
+                    request = build_request("POST", "/echo?slow-upload=%d" % i,
+                                            host="test.local", body=body)
+                    c.send(request[:-1000])
+                    time.sleep(0.3)
+                    c.send(request[-1000:])
+                results.append(c.read_response().status)
+
+    def test_slow_heads_and_uploads_leave_the_ceiling_alone(self):
+        self.assertEqual(self.metric("floodgate_adaptive_limit"), 48)
+        results = []
+        threads = [threading.Thread(target=self.slow_client, args=(6, results))
+                   for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(results, [200] * 96)
+        self.assertEqual(self.metric("floodgate_adaptive_decisions_total", direction="decrease"),
+                         0)
+        self.assertEqual(self.metric("floodgate_adaptive_limit"), 48)
+        self.assertEqual(self.metric("floodgate_brownout_transitions_total"), 0)
+
+
+class WatchdogCountsWhatWaitsOnABackend(SlowClientTestCase):
+    """The watchdog's overload cause counts the requests waiting on a backend, not those waiting
+    on their clients: 131 slow uploads used to make it drain, refuse every connection and run
+    restart_command against an idle backend."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate(
+            [upstream("a", [cls.a])],
+            resilience={"inflight": {"max_inflight": 8},
+                        "adaptive_admission": {"enabled": False},
+                        "watchdog": {"enabled": True, "check_interval": "100ms",
+                                     "overload_inflight_percent": 50, "drain_grace": "10s"}})
+
+    def overload_windows(self):
+        return self.metric("floodgate_watchdog_unhealthy_windows_total", cause="overload")
+
+    def test_slow_uploads_are_not_overload_and_requests_at_the_backend_are(self):
+        uploads = []
+        try:
+            for i in range(6):  # three quarters of the cap, each sending its body slowly
+                c = Conn(self.fg.port)
+                request = build_request("POST", "/echo?upload=%d" % i, host="test.local",
+                                        body=b"x" * 1000)
+                c.send(request[:-900])
+                uploads.append(c)
+            poll(lambda: self.metric("floodgate_inflight_requests") == 6, what="uploads in")
+            # Fifteen windows with six of the eight slots held by uploads: none is overload.
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                self.assertEqual(self.overload_windows(), 0)
+                time.sleep(0.05)
+            for c in uploads:
+                c.send(b"x" * 900)
+                self.assertEqual(c.read_response().status, 200)
+        finally:
+            for c in uploads:
+                c.close()
+        # Four requests the backend holds are half the cap waiting on it: overload.
+        held = []
+        for i in range(4):
+            c = Conn(self.fg.port)
+            c.send(build_request("GET", "/hold?key=wd-%d" % i, host="test.local"))
+            held.append(c)
+        try:
+            for i in range(4):
+                self.a.wait_for_target("/hold?key=wd-%d" % i)
+            poll(lambda: self.overload_windows() > 0, what="an overload window")
+        finally:
+            for i in range(4):
+                self.a.release("wd-%d" % i)
+            for c in held:
+                self.assertEqual(c.read_response().status, 200)
+                c.close()
+
+
 class NextRequestFindsTheSlotFree(SlowClientTestCase):
     """With two reactors and a pool at a cap of one, a client that sends its next request (on a
     new connection, which may land on the other reactor) as soon as it has read an answer was

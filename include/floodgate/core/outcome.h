@@ -43,7 +43,8 @@ struct Outcome {
   bool retryable = false;
   bool client_saw_bytes = false;  // bytes of a response reached the client
   int status = 0;                 // the status the client got; 0 when it got none
-  // From the request's first byte to the backend's response head; negative when there was none.
+  // What the backend took to answer: from the whole request reaching it to its response head
+  // (Attempt::backend_latency); negative when there was no head.
   std::chrono::nanoseconds time_to_head{-1};
 
   // A response floodgate generates for `reason` (not none).

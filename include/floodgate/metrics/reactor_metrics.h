@@ -165,6 +165,9 @@ struct ReactorMetrics {
   Gauge client_connections;      // open client connections: add(1) on accept, add(-1) on close
   Counter accepted_connections;  // client connections accepted, ever
   Counter send_timeouts;         // connections closed for server.send_timeout
+  // Requests sent whole to a backend whose response head has not come yet: what waits on the
+  // backends (the watchdog's overload cause), never what waits on a client.
+  Gauge awaiting_backend;
 
   // One buffer pool's state, refreshed by the reactor once a second (not per request): blocks
   // lent out, blocks kept free, bytes held from the allocator, and bytes trim() gave back.

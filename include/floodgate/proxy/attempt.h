@@ -83,6 +83,13 @@ class Attempt final : public net::StreamOwner {
   // while that has not happened. Measured on the reactor's loop clock.
   std::chrono::nanoseconds connect_time() const noexcept { return since_begun(connected_at_); }
   std::chrono::nanoseconds head_time() const noexcept { return since_begun(head_at_); }
+  // What the backend took to answer, which adaptive admission samples: from the whole request
+  // reaching it (request_done) to the final response head; zero when the head came first. The
+  // client's pace (a slow head, a slow upload) and the pool's queue are not in it.
+  std::chrono::nanoseconds backend_latency() const noexcept {
+    const auto from = sent_at_ == std::chrono::steady_clock::time_point{} ? head_at_ : sent_at_;
+    return head_at_ > from ? head_at_ - from : std::chrono::nanoseconds(0);
+  }
 
   // The request body: the client writes body bytes (framed) into request_room() and commits
   // them; send_request() writes what is buffered, then asks the client for more.
@@ -150,6 +157,9 @@ class Attempt final : public net::StreamOwner {
   // The backend connection may serve another request once this response is read to its end.
   bool reusable() const noexcept;
   void note_client_paced();
+  // The backend answered (a final head or a 101), or the attempt ended: it no longer counts
+  // in the reactor's awaiting_backend. Idempotent.
+  void stop_awaiting() noexcept;
   bool retry_stale_connection();
   // The attempt's verdict for its backend's circuit breaker (once; later calls do nothing).
   void judge(resilience::CircuitVerdict verdict) noexcept;
@@ -178,7 +188,8 @@ class Attempt final : public net::StreamOwner {
   std::chrono::steady_clock::time_point begun_at_{};
   std::chrono::steady_clock::time_point connected_at_{};
   std::chrono::steady_clock::time_point head_at_{};
-  TimerWheel::Entry timer_;  // connect_timeout, then response_timeout
+  std::chrono::steady_clock::time_point sent_at_{};  // the whole request reached the backend
+  TimerWheel::Entry timer_;                          // connect_timeout, then response_timeout
   http::ResponsePlan plan_;
 
   char* bout_ = nullptr;  // bytes to the backend (a request buffer)
@@ -201,6 +212,7 @@ class Attempt final : public net::StreamOwner {
   bool established_ = false;    // the connection was established (or pooled): bytes may leave
   bool head_ready_ = false;     // the request head is in bout_ (send_request_head wrote it)
   bool request_sent_ = false;   // the whole request reached the backend
+  bool awaiting_ = false;       // counted in the reactor's awaiting_backend (stop_awaiting)
   bool backend_done_ = false;   // the whole response is on floodgate's side (note_client_paced)
 };
 

@@ -45,8 +45,10 @@ bool is_cors_preflight(const RequestView& request) noexcept;
 //     exactly kMaxPathPrefixBytes bytes: MatchPath keeps only that many bytes of a path it had to
 //     rewrite, so its end is not the path's end, and such a request takes a slot (the safe side:
 //     nobody can get exempted by a long path). Prefixes no longer than that decide exactly;
-//   - exempt_upgrades: requests forwarded as an upgrade (WebSocket) and CONNECT tunnels, both
-//     held open for as long as the client likes by design, doing no work inside the cap.
+//   - exempt_upgrades: CONNECT tunnels, held open for as long as the client likes by design,
+//     doing no work inside the cap. An upgrade offer (WebSocket) is not exempt here: it takes a
+//     slot until its backend answers 101, and the tunnel it becomes gives the slot back then
+//     (the proxy's Exchange::release_tickets); a plain answer to it is a request like another.
 // Thread-safety: immutable after construction; exempt() from any thread. Cost: a few flag tests
 // and at most one short comparison per listed entry; no allocation.
 class InflightExemptions {

@@ -36,7 +36,7 @@ RequestView request(std::string_view method, std::string_view path = "/x") {
   return RequestView{.method = method, .target = path, .path = path, .host = "example.com"};
 }
 
-RequestView upgrade() {
+RequestView upgrade_offer() {
   RequestView r = request("GET", "/socket");
   r.upgrade = true;
   return r;
@@ -226,8 +226,7 @@ TEST_F(FrontChain, ExemptRequestsPassWithoutASlotEvenAtTheCap) {
   std::array<Exchange, 2> held;
   run(held[0], request("GET"));
   run(held[1], request("GET"));
-  const std::array<std::pair<const char*, RequestView>, 4> exempt{{
-      {"upgrade", upgrade()},
+  const std::array<std::pair<const char*, RequestView>, 3> exempt{{
       {"CORS preflight", preflight()},
       {"/events suffix", request("GET", "/feed/events")},
       {"listed method", request("OPTIONS", "/api")},  // no Origin: not a preflight
@@ -239,6 +238,17 @@ TEST_F(FrontChain, ExemptRequestsPassWithoutASlotEvenAtTheCap) {
     EXPECT_EQ(ex.tickets.size(), 0u);
     EXPECT_EQ(state->inflight.in_flight(), 2);
   }
+}
+
+TEST_F(FrontChain, AnUpgradeOfferTakesASlotUntilItBecomesATunnel) {
+  build(1);
+  Exchange offer;
+  EXPECT_EQ(run(offer, upgrade_offer()).verdict, Verdict::go);
+  EXPECT_EQ(state->inflight.in_flight(), 1);
+  Exchange next;
+  EXPECT_EQ(run(next, request("GET")).verdict, Verdict::stop);
+  offer.release_tickets();  // its 101 came (the proxy's begin_tunnel)
+  EXPECT_EQ(state->inflight.in_flight(), 0);
 }
 
 TEST_F(FrontChain, PreflightWithoutAccessControlRequestMethodTakesASlot) {

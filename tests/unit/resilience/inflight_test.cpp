@@ -151,12 +151,13 @@ TEST(InflightExemptions, ASuffixNeverExemptsAPathMatchPathMayHaveTruncated) {
   EXPECT_TRUE(exemptions.exempt({.method = "GET", .path = std::string_view(kept).substr(1)}));
 }
 
-TEST(InflightExemptions, UpgradesAndTunnelsAreExemptWhenConfigured) {
+TEST(InflightExemptions, TunnelsAreExemptWhenConfiguredAndUpgradeOffersNever) {
   const InflightExemptions on{InflightParams{}};
   const InflightExemptions off(InflightParams{.exempt_upgrades = false});
+  // An offer is not a tunnel until its 101: the proxy gives its slot back then.
   const RequestView websocket{.method = "GET", .path = "/ws", .upgrade = true};
   const RequestView tunnel{.method = "CONNECT", .target = "db:5432", .is_connect = true};
-  EXPECT_TRUE(on.exempt(websocket));
+  EXPECT_FALSE(on.exempt(websocket));
   EXPECT_TRUE(on.exempt(tunnel));
   EXPECT_FALSE(off.exempt(websocket));
   EXPECT_FALSE(off.exempt(tunnel));
