@@ -275,10 +275,10 @@ void check_scoped_rate_limits(const Config& c, bool trusted_proxies_ok, const Ra
   }
   for (const RateLimitMarks::Source& s : marks.client_ip) {
     out.warning(s.at, s.path,
-                "client_ip is the left-most X-Forwarded-For address only for a connection from "
-                "a proxy listed in server.trusted_proxies, and that list is empty, so this is "
-                "the address of the peer (peer_ip) for every request; list the proxies in front "
-                "of floodgate, e.g. [server] trusted_proxies = [\"10.0.0.0/8\"], or write " +
+                "client_ip reads X-Forwarded-For only for a connection from a proxy listed in "
+                "server.trusted_proxies, and that list is empty, so this is the address of the "
+                "peer (peer_ip) for every request; list the proxies in front of floodgate, e.g. "
+                "[server] trusted_proxies = [\"10.0.0.0/8\"], or write " +
                     s.key + " = \"peer_ip\"");
   }
 }

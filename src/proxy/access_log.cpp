@@ -21,17 +21,18 @@ namespace {
 constexpr std::size_t kRingBytes = std::size_t{1} << 20;
 // Every logged string is bounded, so that a line always fits the stack buffer (no allocation)
 // and the ring: longer ones are logged cut, marked with kCut. The target may be long; every
-// other string (client, method, upstream, backend, reason, request id) is short by nature.
+// other string (client, peer, method, upstream, backend, reason, request id) is short by nature.
 constexpr std::size_t kMaxLoggedTarget = 4096;
 constexpr std::size_t kMaxLoggedHeader = 1024;  // User-Agent, Referer
 constexpr std::size_t kMaxLoggedField = 256;
 constexpr std::string_view kCut = "...";
 // The longest line: every byte of every string escaped (6 bytes in JSON, "\u00XX"), plus the
 // keys, punctuation and numbers (well under 1024 bytes). Strings: the target, Referer and
-// User-Agent, and the short ones (client, host, method, protocol, upstream, backend, four
-// backends, reason, rate limit, quota, request id, would_reject: counted as 18).
+// User-Agent, and the short ones (client, peer, host, method, protocol, upstream, backend, four
+// backends, reason, rate limit, quota, request id, would_reject, TLS version and cipher: counted
+// as 19).
 constexpr std::size_t kLongestLine =
-    (kMaxLoggedTarget + 2 * kMaxLoggedHeader + 18 * kMaxLoggedField) * 6 + 22 * kCut.size() + 1024;
+    (kMaxLoggedTarget + 2 * kMaxLoggedHeader + 19 * kMaxLoggedField) * 6 + 23 * kCut.size() + 1024;
 static_assert(kLongestLine <= AccessLog::kLineBytes);
 // The log thread looks for lines this often when the rings were empty (backing off up to the
 // longest interval while idle); reactors never wake it, so writing costs them no syscall.
@@ -90,6 +91,7 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
   fmt::format_to(std::back_inserter(out), "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}.{:03}Z\"", secs,
                  ms.count() % 1000);
   json_field(out, "client", r.client);
+  json_field(out, "peer", r.peer);
   json_field(out, "host", r.host);
   json_field(out, "method", r.method);
   json_field(out, "target", r.target, kMaxLoggedTarget);
@@ -143,8 +145,9 @@ void combined_field(LineBuffer& out, std::string_view s, std::size_t max = kMaxL
 }
 
 // nginx's `combined` exactly: $remote_addr - $remote_user [$time_local] "$request" $status
-// $body_bytes_sent "$http_referer" "$http_user_agent", the request line as received ("-" when
-// it could not be parsed), the time in UTC.
+// $body_bytes_sent "$http_referer" "$http_user_agent", the client as $remote_addr (behind a
+// trusted proxy too, as nginx's realip module makes it), the request line as received ("-"
+// when it could not be parsed), the time in UTC.
 void format_combined(LineBuffer& out, const AccessRecord& r) {
   const auto secs = std::chrono::floor<std::chrono::seconds>(r.time);
   combined_field(out, r.client);
@@ -177,7 +180,8 @@ void combined_seconds(LineBuffer& out, std::chrono::nanoseconds d) {
 
 // `combined`, then floodgate's fields: upstream, backend (both, comma-separated, after a retry
 // or hedge, as nginx's $upstream_addr), duration, connect and head times in seconds, reason,
-// request id.
+// request id, TLS version and cipher, and the connection's peer (the first field is the client,
+// which differs from it behind a trusted proxy).
 void format_combined_floodgate(LineBuffer& out, const AccessRecord& r) {
   format_combined(out, r);
   out.push_back(' ');
@@ -204,6 +208,8 @@ void format_combined_floodgate(LineBuffer& out, const AccessRecord& r) {
   combined_field(out, r.tls_version);
   out.push_back(' ');
   combined_field(out, r.tls_cipher);
+  out.push_back(' ');
+  combined_field(out, r.peer);
 }
 
 }  // namespace

@@ -7,11 +7,14 @@
 #include <netinet/tcp.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/error.hpp>
 #include <cstring>
+#include <optional>
 
 #include "floodgate/core/ascii.h"
 #include "floodgate/proxy/reactor.h"
+#include "floodgate/proxy/request_key.h"
 #include "floodgate/routing/match_path.h"
 
 namespace floodgate::proxy {
@@ -427,8 +430,15 @@ void ClientConn::log_request() {
   const bool parsed = parser_.head_end() != 0;
   AccessRecord r;
   r.time = std::chrono::system_clock::now();
-  r.client = client_ip();
+  r.client = r.peer = client_ip();
+  std::array<char, kKeyScratch> client{};  // the client's address, from a trusted proxy's head
   if (parsed) {
+    // The client the rate limits' client_ip counted, by the generation the request ran on.
+    const Snapshot& snap = ex_.gen ? *ex_.gen->snapshot : reactor_.snapshot();
+    if (const std::optional<IpAddress> forwarded =
+            forwarded_client(ex_.peer, snap.server.trusted_proxies, &parser_)) {
+      r.client = address_text(*forwarded, client);
+    }
     r.method = parser_.method_name();
     r.target = parser_.target();
     r.protocol = parser_.http_minor() == 0 ? "HTTP/1.0" : "HTTP/1.1";

@@ -80,39 +80,52 @@ std::string_view bearer_token(const http::Parser* head) noexcept {
   return ascii::trim(credentials);
 }
 
-// `a` in its canonical text form, into `out`; empty when it does not fit (it always does).
-std::string_view canonical(const IpAddress& a, std::span<char, kKeyScratch> out) noexcept {
-  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  const bool v4 = std::memcmp(a.bytes.data(), kMapped, sizeof(kMapped)) == 0;
-  const void* src = v4 ? a.bytes.data() + sizeof(kMapped) : a.bytes.data();
-  if (::inet_ntop(v4 ? AF_INET : AF_INET6, src, out.data(), out.size()) == nullptr) return {};
-  return {out.data()};
+// Splits `s` at the last `sep`: returns what follows it and leaves what precedes it in `s`
+// (empty when there is no `sep`).
+std::string_view last_piece(std::string_view& s, char sep) noexcept {
+  const std::size_t at = s.rfind(sep);
+  const std::string_view piece = at == std::string_view::npos ? s : s.substr(at + 1);
+  s = at == std::string_view::npos ? std::string_view{} : s.substr(0, at);
+  return piece;
 }
 
-bool trusted(const KeyContext& c) noexcept {
-  if (c.peer == nullptr || c.trusted_proxies == nullptr) return false;
-  return std::any_of(c.trusted_proxies->begin(), c.trusted_proxies->end(),
-                     [&c](const IpRange& r) { return r.contains(*c.peer); });
+bool is_trusted(const IpAddress& a, std::span<const IpRange> trusted_proxies) noexcept {
+  return std::any_of(trusted_proxies.begin(), trusted_proxies.end(),
+                     [&a](const IpRange& r) { return r.contains(a); });
 }
 
-// The left-most address of the first X-Forwarded-For field, when it is one.
-std::optional<IpAddress> forwarded_for(const http::Parser* head) noexcept {
-  if (head == nullptr) return std::nullopt;
-  for (uint32_t i = 0; i < head->field_count(); ++i) {
-    if (head->field_kind(i) != http::Field::x_forwarded_for) continue;
-    std::string_view list = head->field_value(i);
-    return IpAddress::parse(ascii::trim(next_piece(list, ',')));
+// Whether `s` is a port as a proxy writes one after an address: ':' and one to five digits.
+bool is_port(std::string_view s) noexcept {
+  return s.size() >= 2 && s.size() <= 6 && s.front() == ':' &&
+         std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The address of one X-Forwarded-For element: an IPv4 or IPv6 address, an IPv4 address with a
+// port ("192.0.2.7:4711"), or an IPv6 address in brackets with or without one
+// ("[2001:db8::7]:4711", "[2001:db8::7]"); nullopt for anything else.
+std::optional<IpAddress> element_address(std::string_view e) noexcept {
+  if (e.starts_with('[')) {
+    const std::size_t close = e.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    const std::string_view after = e.substr(close + 1);
+    e = e.substr(1, close - 1);
+    // Brackets hold an IPv6 address, and only a port may follow them.
+    if (e.find(':') == std::string_view::npos || (!after.empty() && !is_port(after))) {
+      return std::nullopt;
+    }
+  } else if (const std::size_t colon = e.find(':');
+             colon != std::string_view::npos && e.find(':', colon + 1) == std::string_view::npos) {
+    if (!is_port(e.substr(colon))) return std::nullopt;  // one colon: an IPv4 address and a port
+    e = e.substr(0, colon);
   }
-  return std::nullopt;
+  return IpAddress::parse(e);
 }
 
 std::string_view client_ip(const KeyContext& c, std::span<char, kKeyScratch> scratch) noexcept {
-  if (trusted(c)) {
-    if (const std::optional<IpAddress> forwarded = forwarded_for(c.head)) {
-      return canonical(*forwarded, scratch);
-    }
-  }
-  return c.peer != nullptr ? canonical(*c.peer, scratch) : c.peer_text;
+  if (c.peer == nullptr) return c.peer_text;
+  std::span<const IpRange> trusted;  // none without the list: nobody is trusted
+  if (c.trusted_proxies != nullptr) trusted = *c.trusted_proxies;
+  return address_text(forwarded_client(*c.peer, trusted, c.head).value_or(*c.peer), scratch);
 }
 
 std::string_view from_request(Kind kind, const resilience::RequestView* r) noexcept {
@@ -130,6 +143,36 @@ std::string_view from_request(Kind kind, const resilience::RequestView* r) noexc
 }
 
 }  // namespace
+
+std::optional<IpAddress> forwarded_client(const IpAddress& peer,
+                                          std::span<const IpRange> trusted_proxies,
+                                          const http::Parser* head) noexcept {
+  if (head == nullptr || !is_trusted(peer, trusted_proxies)) return std::nullopt;
+  // The last trusted address passed, from the right: nullopt while that is still the peer.
+  std::optional<IpAddress> passed;
+  for (uint32_t i = head->field_count(); i-- > 0;) {
+    if (head->field_kind(i) != http::Field::x_forwarded_for) continue;
+    std::string_view list = head->field_value(i);
+    while (!list.empty()) {
+      const std::string_view element = ascii::trim(last_piece(list, ','));
+      if (element.empty()) continue;
+      const std::optional<IpAddress> a = element_address(element);
+      // Not an address: the chain of proxies breaks here, and nothing left of it is believed.
+      if (!a) return passed;
+      if (!is_trusted(*a, trusted_proxies)) return a;
+      passed = a;
+    }
+  }
+  return passed;  // every address trusted: the left-most one (or none: the peer)
+}
+
+std::string_view address_text(const IpAddress& a, std::span<char, kKeyScratch> out) noexcept {
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const bool v4 = std::memcmp(a.bytes.data(), kMapped, sizeof(kMapped)) == 0;
+  const void* src = v4 ? a.bytes.data() + sizeof(kMapped) : a.bytes.data();
+  if (::inet_ntop(v4 ? AF_INET : AF_INET6, src, out.data(), out.size()) == nullptr) return {};
+  return {out.data()};
+}
 
 std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,
                         std::span<char, kKeyScratch> scratch) noexcept {

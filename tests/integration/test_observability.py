@@ -18,9 +18,9 @@ REQUIRED_FAMILIES = [
     "floodgate_upstream_timeouts_total",
     "floodgate_responses_generated_total",
 ]
-ACCESS_LOG_KEYS = {"time", "client", "host", "method", "target", "protocol", "status", "bytes_in",
-                   "bytes_out", "body_bytes_sent", "upstream", "backend", "attempts", "backends",
-                   "duration_ms", "upstream_connect_ms", "upstream_head_ms", "reason",
+ACCESS_LOG_KEYS = {"time", "client", "peer", "host", "method", "target", "protocol", "status",
+                   "bytes_in", "bytes_out", "body_bytes_sent", "upstream", "backend", "attempts",
+                   "backends", "duration_ms", "upstream_connect_ms", "upstream_head_ms", "reason",
                    "rate_limit", "quota", "request_id", "would_reject", "user_agent", "referer"}
 
 
@@ -180,6 +180,7 @@ class Observability(FloodgateTestCase):
         self.assertEqual(e["upstream"], "app")
         self.assertEqual(e["backend"], self.backend.address)
         self.assertTrue(str(e["client"]).startswith("127.0.0.1"), e)
+        self.assertEqual(e["peer"], e["client"], e)  # no trusted proxy: the client is the peer
         self.assertGreaterEqual(e["bytes_in"], 100)
         self.assertGreaterEqual(e["bytes_out"], len(r.body))
         self.assertIsInstance(e["duration_ms"], (int, float))

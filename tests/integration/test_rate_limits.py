@@ -3,7 +3,9 @@
 gets 429 rate_limited with Retry-After and X-Floodgate-Limit while another client is served;
 identities from a tenant header, a bearer token, a cookie and a query parameter are counted
 apart, and one without its key by its authority; tenant tiers; route_allowlist; route scope
-(one bucket per upstream); client_ip believed only from a trusted proxy; shadow mode;
+(one bucket per upstream); client_ip believed only from a trusted proxy, and from one the
+address that proxy appended, whatever X-Forwarded-For the client sent (the access log's client
+too, beside the peer); shadow mode;
 a request refused by a later rule costs the earlier ones nothing; one rate for a client whose
 connections two reactors share; a reload keeping a rule keeps its buckets and one changing its
 rate starts fresh.
@@ -21,6 +23,7 @@ Most tests share one floodgate: each rule is route_allowlist-ed to an upstream o
 one test never see another test's requests."""
 
 import math
+import random
 import time
 import unittest
 
@@ -240,8 +243,9 @@ class ScopedRateLimits(RateLimitTestCase):
     def test_client_ip_believes_x_forwarded_for_only_from_a_trusted_proxy(self):
         def via(source, xff):
             return lambda i: self.fg.get("/echo", host="xff.test", source=source, headers=[
-                ("X-Forwarded-For", xff(i) + ", 192.0.2.50")])
-        # From the trusted proxy (127.0.0.2) each left-most X-Forwarded-For address is a client.
+                ("X-Forwarded-For", "192.0.2.50, " + xff(i))])
+        # From the trusted proxy (127.0.0.2) the right-most X-Forwarded-For address, the one it
+        # appended, is the client; 192.0.2.50, left of it, is whatever that client claimed.
         served_1, _, _ = self.exhaust(via(SECOND_CLIENT, lambda i: "10.0.0.1"), 1,
                                       "by-client-ip")
         self.assertServed(via(SECOND_CLIENT, lambda i: "10.0.0.2")(0))
@@ -314,6 +318,55 @@ class ScopedRateLimits(RateLimitTestCase):
         # order-tenant never saw the request order-client refused: t and the u-N it served.
         self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="order-tenant"),
                          1 + served - served_t)
+
+
+class BehindAnAppendingProxy(RateLimitTestCase):
+    """floodgate behind a proxy that appends to X-Forwarded-For (nginx, HAProxy, a cloud load
+    balancer): the test client, on 127.0.0.1, is that trusted proxy. A client that sends an
+    X-Forwarded-For of its own reaches floodgate with "<its claim>, <its address>", so the
+    client_ip key takes the right-most address that is not a trusted proxy, never the claim."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = Backend("app").start()
+        cls.backends = [cls.app]
+        cls.fg = cls.start_floodgate(
+            [upstream("app", [cls.app])],
+            server={"trusted_proxies": ["127.0.0.1"]},
+            resilience={"scoped_rate_limits": [
+                {"name": "by-client-ip", "scope": "client", "requests_per_sec": 1, "burst": 1,
+                 "key": "client_ip"}]})
+
+    def test_a_client_cannot_choose_its_bucket_with_a_spoofed_x_forwarded_for(self):
+        """Ten requests of one client (198.51.100.7), each claiming another address: one bucket,
+        so burst 1 serves the first and refuses the rest (the time the test took refills a
+        token per second). Taking the left-most address served all ten, each claim a fresh
+        bucket; nginx's realip module with real_ip_recursive on refuses them too."""
+        buckets = self.metric("floodgate_rate_limit_buckets", rule="by-client-ip")
+        start = time.monotonic()
+        served = 0
+        for i, host in enumerate(random.sample(range(1, 255), 10)):
+            r = self.fg.get("/echo?case=spoofed&i=%d" % i, headers=[
+                ("X-Forwarded-For", "203.0.113.%d, 198.51.100.7" % host)])
+            if r.status == 429:
+                self.assertRateLimited(r, "by-client-ip")
+            else:
+                self.assertServed(r)
+                served += 1
+        self.assertGreaterEqual(served, 1)
+        self.assertLessEqual(served, 1 + refill(1, start), "a spoofed address got a bucket")
+        self.assertEqual(
+            self.metric("floodgate_rate_limit_buckets", rule="by-client-ip") - buckets, 1)
+
+    def test_the_access_log_has_the_client_and_the_connections_peer(self):
+        self.assertEqual(self.fg.get("/echo?case=log", headers=[
+            ("X-Forwarded-For", "203.0.113.1, 2001:DB8::7")]).status, 200)
+        rec = self.access_record("/echo?case=log")
+        self.assertEqual((rec["client"], rec["peer"]), ("2001:db8::7", "127.0.0.1"), rec)
+        # Without X-Forwarded-For the trusted proxy is the client itself.
+        self.assertEqual(self.fg.get("/echo?case=log-direct").status, 200)
+        rec = self.access_record("/echo?case=log-direct")
+        self.assertEqual((rec["client"], rec["peer"]), ("127.0.0.1", "127.0.0.1"), rec)
 
 
 class TwoReactors(RateLimitTestCase):

@@ -31,7 +31,10 @@ namespace floodgate::proxy {
 
 struct AccessRecord {
   std::chrono::system_clock::time_point time;
+  // The client: the connection's peer, or from a peer in server.trusted_proxies the address
+  // its X-Forwarded-For gives, as for the client_ip key source (request_key.h).
   std::string_view client;
+  std::string_view peer;  // the connection's peer address
   std::string_view host;  // the Host field, or an absolute-form / CONNECT target's authority
   std::string_view method;
   std::string_view target;

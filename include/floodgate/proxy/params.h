@@ -35,8 +35,9 @@ struct ServerParams {
   // Request buffers and response buffers (each pool) a reactor lends out at once -> 503
   // buffers_exhausted. Read at start (like the buffer sizes); bounds buffer memory per reactor.
   uint32_t max_buffers_per_reactor = 16384;
-  // Peers whose X-Forwarded-For is believed: the client_ip key source of the scoped rate limits
-  // takes its left-most address from these peers only, the peer's own address from any other.
+  // Peers whose X-Forwarded-For is believed: from these peers the client_ip key source of the
+  // scoped rate limits (and the access log's client) is the right-most X-Forwarded-For address
+  // that is not one of them (request_key.h), from any other the peer's own address.
   std::vector<IpRange> trusted_proxies{};
   bool operator==(const ServerParams&) const = default;
 };

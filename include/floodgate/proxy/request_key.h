@@ -17,24 +17,36 @@
 //   method         the method token as received.
 //   cid            the client connection's id, in decimal.
 //   peer_ip        the connection's peer address, as the access log writes it (peer_text).
-//   client_ip      when the peer is inside one of the trusted proxies' ranges: the left-most
-//                  element of the first X-Forwarded-For field, trimmed, if it is an IP address
-//                  (IpAddress::parse: no brackets, no port, no zone); otherwise (an untrusted
-//                  peer, no X-Forwarded-For, a malformed first element) the peer itself. A
-//                  header is never believed from an untrusted peer. Either way the address is
-//                  written in one canonical form (IPv4 and IPv4-mapped IPv6 as dotted quad, IPv6
-//                  as inet_ntop writes it), so a client counts once whether it comes directly,
-//                  over a dual-stack listener or through a proxy. Note that the left-most
-//                  element is whatever the first hop wrote: a trusted proxy that appends to a
-//                  client's own X-Forwarded-For passes that client's claim on.
+//   client_ip      the client's address as the proxies in front of floodgate saw it, as nginx's
+//                  realip module works it out with real_ip_recursive on. From a peer inside one
+//                  of the trusted proxies' ranges, the elements of every X-Forwarded-For field
+//                  (the fields in order, each a comma-separated list, elements trimmed) are read
+//                  as one list from the right: an address in a trusted range is a proxy that
+//                  appended, and is passed over; the first that is not is the client. When every
+//                  one is trusted, the client is the left-most. An element that is not an address
+//                  ("unknown", a host name, garbage) ends the reading: the client is then the
+//                  last trusted address passed (the peer when that element is the right-most).
+//                  Only what the trusted proxies appended is believed: whatever a client writes
+//                  in its own X-Forwarded-For stands left of the address its first trusted proxy
+//                  appended for it, so a client never chooses the address it is counted by. An
+//                  element is an IPv4 or IPv6 address (IpAddress::parse: no zone), optionally
+//                  with a port as some proxies write one ("192.0.2.7:4711", "[2001:db8::7]:4711",
+//                  "[2001:db8::7]"); empty elements are skipped (RFC 9110 section 5.6.1). From
+//                  an untrusted peer, or without any X-Forwarded-For element, the client is the
+//                  peer: a header is never believed from an untrusted peer. Either way the
+//                  address is written in one canonical form (IPv4 and IPv4-mapped IPv6 as dotted
+//                  quad, IPv6 as inet_ntop writes it), so a client counts once whether it comes
+//                  directly, over a dual-stack listener or through a proxy. The access log's
+//                  `client` is this address too (forwarded_client, below).
 //   bearer_token   the credentials of the first Authorization field when its scheme is Bearer
 //                  (case-insensitive), trimmed; any other scheme, or none, is missing.
 //   none           always missing.
 // Values are returned whatever their length (a value of more than 256 bytes too): the scoped
 // limiter stores only a digest of it (resilience/identity_digest.h), never the value.
 //
-// Cost: a scan of the head's fields for the header-based sources; nothing allocates, nothing
-// locks, nothing throws.
+// Cost: a scan of the head's fields for the header-based sources (client_ip's from the last
+// field, reading each X-Forwarded-For element once at most); nothing allocates, nothing locks,
+// nothing throws.
 //
 // Thread-safety and lifetime: a pure function of its arguments. A result views the head buffer,
 // the RequestView's strings, peer_text or `scratch`, and is valid as long as they are: for the
@@ -43,6 +55,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -69,6 +82,18 @@ struct KeyContext {
 // Room for what a source writes rather than views: cid's decimal form (20 digits) and
 // client_ip's canonical address (INET6_ADDRSTRLEN, 46).
 inline constexpr std::size_t kKeyScratch = 64;
+
+// The client's address by client_ip's rule (above) when it comes from X-Forwarded-For, for a
+// request with the parsed head `head` (nullptr: none) from `peer`; nullopt when the client is
+// the peer itself (an untrusted peer, no X-Forwarded-For element, or a right-most element that
+// is not an address). The one place the client is worked out: the client_ip key source and the
+// access log's `client` both take it from here.
+std::optional<IpAddress> forwarded_client(const IpAddress& peer,
+                                          std::span<const IpRange> trusted_proxies,
+                                          const http::Parser* head) noexcept;
+
+// `a` in client_ip's canonical text form (above), written into `out` (it always fits).
+std::string_view address_text(const IpAddress& a, std::span<char, kKeyScratch> out) noexcept;
 
 // The identity source `s` gives this request, or an empty view when it has none (see above).
 std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,

@@ -197,7 +197,7 @@ struct KeySource {
     method,        // the method token
     cid,           // cid / sticky-cid: the client connection's id
     peer_ip,       // the address the connection comes from
-    client_ip,     // the left-most X-Forwarded-For address when the peer is a trusted proxy
+    client_ip,     // from a trusted proxy, the right-most X-Forwarded-For address not trusted
     bearer_token,  // the credentials of "Authorization: Bearer <token>"
   };
   Kind kind = Kind::none;

@@ -1048,8 +1048,8 @@ TEST(ConfigQuota, WarnsThatAClientIpSelectorWithoutATrustedProxyIsThePeerAddress
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_EQ(dump(r),
             "test.toml:5:1: warning: resilience.quota.policies[0].selector.client.key: client_ip "
-            "is the left-most X-Forwarded-For address only for a connection from a proxy listed "
-            "in server.trusted_proxies, and that list is empty, so this is the address of the "
+            "reads X-Forwarded-For only for a connection from a proxy listed in "
+            "server.trusted_proxies, and that list is empty, so this is the address of the "
             "peer (peer_ip) for every request; list the proxies in front of floodgate, e.g. "
             "[server] trusted_proxies = [\"10.0.0.0/8\"], or write key = \"peer_ip\"\n");
 }

@@ -578,8 +578,8 @@ TEST(ConfigScopedRateLimits, WarnsThatClientIpWithoutATrustedProxyIsThePeerAddre
   const LoadResult r = rule(client_rule("key = \"client_ip\""));
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_EQ(dump(r),
-            "test.toml:6:1: warning: resilience.scoped_rate_limits[0].key: client_ip is the "
-            "left-most X-Forwarded-For address only for a connection from a proxy listed in "
+            "test.toml:6:1: warning: resilience.scoped_rate_limits[0].key: client_ip reads "
+            "X-Forwarded-For only for a connection from a proxy listed in "
             "server.trusted_proxies, and that list is empty, so this is the address of the peer "
             "(peer_ip) for every request; list the proxies in front of floodgate, e.g. [server] "
             "trusted_proxies = [\"10.0.0.0/8\"], or write key = \"peer_ip\"\n");

@@ -82,13 +82,13 @@ TEST(AccessLog, TheLongestEscapedLineIsWrittenWhole) {
   for (const AccessLogFormat format :
        {AccessLogFormat::json, AccessLogFormat::combined, AccessLogFormat::combined_floodgate}) {
     AccessRecord r = record(target, id);
-    r.client = r.host = r.method = r.protocol = r.upstream = r.backend = r.rate_limit = r.quota =
-        r.tls_version = r.tls_cipher = id;
+    r.client = r.peer = r.host = r.method = r.protocol = r.upstream = r.backend = r.rate_limit =
+        r.quota = r.tls_version = r.tls_cipher = id;
     r.backends = {id, id, id, id};
     r.attempts = 4;
     r.user_agent = r.referer = header;
     const std::string line = logged(format, r);
-    // Whole: the last field is there (the TLS cipher, cut, in combined_floodgate).
+    // Whole: the last field is there (the peer, cut, in combined_floodgate).
     const char last = format == AccessLogFormat::json       ? '}'
                       : format == AccessLogFormat::combined ? '"'
                                                             : '.';
@@ -168,8 +168,9 @@ TEST(AccessLog, CombinedEscapesQuotesBackslashesAndNonPrintableBytesAsHex) {
   EXPECT_NE(line.find(R"( "ua\x22x")"), std::string::npos) << line;
 }
 
-TEST(AccessLog, CombinedFloodgateAppendsUpstreamBackendsTimesReasonAndRequestId) {
+TEST(AccessLog, CombinedFloodgateAppendsUpstreamBackendsTimesReasonRequestIdAndPeer) {
   AccessRecord r = timed(record("/", "id\"x"));
+  r.peer = "192.0.2.10";
   r.body_bytes_sent = 13;
   r.upstream = "app";
   r.backends = {"10.0.0.7:9000", "10.0.0.8:9000"};
@@ -180,7 +181,7 @@ TEST(AccessLog, CombinedFloodgateAppendsUpstreamBackendsTimesReasonAndRequestId)
   r.head_time = std::chrono::milliseconds(11);
   EXPECT_EQ(logged(AccessLogFormat::combined_floodgate, r),
             R"(10.0.0.1 - - [03/Dec/2026:07:04:05 +0000] "GET / HTTP/1.1" 200 13 "-" "-" )"
-            R"(app 10.0.0.7:9000,10.0.0.8:9000 0.012000 0.000 0.011 - id\x22x - -)");
+            R"(app 10.0.0.7:9000,10.0.0.8:9000 0.012000 0.000 0.011 - id\x22x - - 192.0.2.10)");
 }
 
 TEST(AccessLog, EverySendOfTheRequestIsListedInOrder) {
@@ -210,9 +211,24 @@ TEST(AccessLog, TlsVersionAndCipherAreLoggedOnTlsListeners) {
             std::string::npos)
       << json;
   const std::string line = logged(AccessLogFormat::combined_floodgate, r);
-  EXPECT_TRUE(line.ends_with(" id TLSv1.3 TLS_AES_128_GCM_SHA256")) << line;
+  EXPECT_TRUE(line.ends_with(" id TLSv1.3 TLS_AES_128_GCM_SHA256 -")) << line;  // no peer here
   const std::string plain = logged(AccessLogFormat::combined, r);
   EXPECT_EQ(plain.find("TLS"), std::string::npos) << plain;  // nginx's combined, exactly
+}
+
+TEST(AccessLog, TheClientAndTheConnectionsPeerAreLoggedApart) {
+  // Behind a trusted proxy: the client its X-Forwarded-For gives, the proxy as the peer.
+  AccessRecord r = timed(record("/"));
+  r.client = "198.51.100.7";
+  r.peer = "192.0.2.10";
+  const std::string json = logged(AccessLogFormat::json, r);
+  EXPECT_NE(json.find(R"("client":"198.51.100.7","peer":"192.0.2.10")"), std::string::npos) << json;
+  const std::string combined = logged(AccessLogFormat::combined, r);  // as nginx's realip does
+  EXPECT_TRUE(combined.starts_with("198.51.100.7 - - [")) << combined;
+  EXPECT_EQ(combined.find("192.0.2.10"), std::string::npos) << combined;
+  const std::string line = logged(AccessLogFormat::combined_floodgate, r);
+  EXPECT_TRUE(line.starts_with("198.51.100.7 - - [")) << line;
+  EXPECT_TRUE(line.ends_with(" 192.0.2.10")) << line;
 }
 
 TEST(AccessLog, CombinedFloodgateWritesADashForAnEmptyField) {

@@ -214,10 +214,76 @@ TEST(RequestKeys, NoneIsAlwaysMissing) {
 
 // --- client_ip
 
-TEST(ClientIp, IsTheLeftMostForwardedForAddressFromATrustedProxy) {
-  Request r("Host: h\r\nX-Forwarded-For:  203.0.113.9 , 198.51.100.1\r\n");
+TEST(ClientIp, IsTheRightMostForwardedForAddressThatIsNotATrustedProxy) {
+  // The client 198.51.100.7 sent "203.0.113.9" itself; the proxy 10.0.0.5 appended it, and the
+  // proxy 192.0.2.10 (the peer) appended 10.0.0.5.
+  Request r("Host: h\r\nX-Forwarded-For:  203.0.113.9 , 198.51.100.7,10.0.0.5\r\n");
   r.trusted = {range("10.0.0.0/8"), range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "198.51.100.7");
+}
+
+TEST(ClientIp, AClientsOwnForwardedForBehindAnAppendingProxyIsNotItsKey) {
+  // What a trusted proxy that appends forwards when the client sent a spoofed header: every
+  // request is the one client the proxy saw, whatever address it claims.
+  for (const char* spoofed : {"203.0.113.1", "203.0.113.2", "2001:db8::99", "10.0.0.1"}) {
+    Request r(std::string("Host: h\r\nX-Forwarded-For: ") + spoofed + ", 198.51.100.7\r\n");
+    r.trusted = {range("192.0.2.0/24"), range("10.0.0.0/8")};
+    EXPECT_EQ(r.key(Kind::client_ip), "198.51.100.7") << spoofed;
+  }
+}
+
+TEST(ClientIp, ReadsEveryForwardedForFieldInOrderAsOneList) {
+  Request r(
+      "Host: h\r\nX-Forwarded-For: 203.0.113.9\r\nX-A: b\r\n"
+      "x-forwarded-for: 198.51.100.7, 10.0.0.6\r\nX-Forwarded-For: 10.0.0.5\r\n");
+  r.trusted = {range("10.0.0.0/8"), range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "198.51.100.7");
+  r.trusted.push_back(range("198.51.100.7"));  // the walk goes on into the first field
   EXPECT_EQ(r.key(Kind::client_ip), "203.0.113.9");
+}
+
+TEST(ClientIp, IsTheLeftMostAddressWhenEveryOneIsTrusted) {
+  Request r("Host: h\r\nX-Forwarded-For: 10.0.0.7, 10.0.0.6\r\nX-Forwarded-For: 10.0.0.5\r\n");
+  r.trusted = {range("10.0.0.0/8"), range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "10.0.0.7");
+}
+
+TEST(ClientIp, AnElementThatIsNotAnAddressEndsTheWalkAtTheLastTrustedAddress) {
+  // Left of a broken element nothing is believed, a spoofed address included: the client is the
+  // trusted address right of it.
+  for (const char* broken : {"unknown", "host.example", "203.0.113.9 extra", "_hidden",
+                             "203.0.113.9:", "203.0.113.9:123456", "[2001:db8::1", "[192.0.2.1]",
+                             "[2001:db8::1]x", "fe80::1%eth0"}) {
+    Request r(std::string("Host: h\r\nX-Forwarded-For: 203.0.113.66, ") + broken +
+              ", 10.0.0.5\r\n");
+    r.trusted = {range("10.0.0.0/8"), range("192.0.2.0/24")};
+    EXPECT_EQ(r.key(Kind::client_ip), "10.0.0.5") << broken;
+  }
+}
+
+TEST(ClientIp, IsThePeerWhenTheRightMostElementIsNotAnAddress) {
+  for (const char* xff : {"unknown", "203.0.113.9, unknown", "203.0.113.9, host.example"}) {
+    Request r(std::string("Host: h\r\nX-Forwarded-For: ") + xff + "\r\n");
+    r.trusted = {range("192.0.2.0/24")};
+    EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10") << xff;
+  }
+}
+
+TEST(ClientIp, SkipsEmptyElements) {
+  Request r("Host: h\r\nX-Forwarded-For: 203.0.113.9, ,,\r\nX-Forwarded-For:\r\n");
+  r.trusted = {range("192.0.2.0/24")};
+  EXPECT_EQ(r.key(Kind::client_ip), "203.0.113.9");
+}
+
+TEST(ClientIp, TakesAddressesWithAPortAsProxiesWriteThem) {
+  for (const char* xff : {"203.0.113.9:4711", "[2001:db8::1]:443", "[2001:db8::1]"}) {
+    Request r(std::string("Host: h\r\nX-Forwarded-For: ") + xff + "\r\n");
+    r.trusted = {range("192.0.2.0/24")};
+    EXPECT_EQ(r.key(Kind::client_ip), xff[0] == '[' ? "2001:db8::1" : "203.0.113.9") << xff;
+  }
+  Request r("Host: h\r\nX-Forwarded-For: 198.51.100.7:50000, 10.0.0.5:8080\r\n");
+  r.trusted = {range("10.0.0.0/8"), range("192.0.2.0/24")};  // 10.0.0.5:8080 is trusted too
+  EXPECT_EQ(r.key(Kind::client_ip), "198.51.100.7");
 }
 
 TEST(ClientIp, NeverBelievesAnUntrustedPeer) {
@@ -234,24 +300,9 @@ TEST(ClientIp, IsThePeerWhenATrustedProxySendsNoForwardedFor) {
   EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");
 }
 
-TEST(ClientIp, IsThePeerWhenTheLeftMostElementIsNotAnAddress) {
-  for (const char* xff : {"unknown", "203.0.113.9:443", "[2001:db8::1]", "[2001:db8::1]:443",
-                          ", 203.0.113.9", "host.example", "203.0.113.9 extra", ""}) {
-    Request r(std::string("Host: h\r\nX-Forwarded-For: ") + xff + "\r\n");
-    r.trusted = {range("192.0.2.0/24")};
-    EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10") << xff;
-  }
-}
-
-TEST(ClientIp, ReadsOnlyTheFirstForwardedForField) {
-  Request r("Host: h\r\nX-Forwarded-For: junk\r\nx-forwarded-for: 203.0.113.9\r\n");
-  r.trusted = {range("192.0.2.0/24")};
-  EXPECT_EQ(r.key(Kind::client_ip), "192.0.2.10");
-}
-
 TEST(ClientIp, TakesIpv6FromAnIpv6ProxyInCanonicalForm) {
-  Request r("Host: h\r\nX-Forwarded-For: 2001:DB8:0:0::0:1, 10.0.0.1\r\n", "/p", "GET",
-            "2001:db8:ffff::2");
+  Request r("Host: h\r\nX-Forwarded-For: 203.0.113.9, 2001:DB8:0:0::0:1, 2001:db8:ffff::7\r\n",
+            "/p", "GET", "2001:db8:ffff::2");
   r.trusted = {range("2001:db8:ffff::/48")};
   EXPECT_EQ(r.key(Kind::client_ip), "2001:db8::1");
 }
@@ -270,6 +321,35 @@ TEST(ClientIp, WithoutAPeerAddressIsThePeerText) {
   c.peer_text = "unix";
   std::array<char, kKeyScratch> scratch{};
   EXPECT_EQ(key_of(src(Kind::client_ip), c, scratch), "unix");
+}
+
+// --- forwarded_client: what the access log's `client` is
+
+TEST(ForwardedClient, IsNothingWhenTheClientIsThePeerItself) {
+  const std::vector<IpRange> trusted = {range("192.0.2.0/24")};
+  const IpAddress proxy = *IpAddress::parse("192.0.2.10");
+  const IpAddress other = *IpAddress::parse("198.51.100.7");
+  Request with("Host: h\r\nX-Forwarded-For: 203.0.113.9\r\n");
+  const http::Parser* head = with.context().head;
+  EXPECT_EQ(forwarded_client(other, trusted, head), std::nullopt);  // an untrusted peer
+  EXPECT_EQ(forwarded_client(proxy, {}, head), std::nullopt);       // nobody trusted
+  EXPECT_EQ(forwarded_client(proxy, trusted, nullptr), std::nullopt);
+  Request without("Host: h\r\n");
+  EXPECT_EQ(forwarded_client(proxy, trusted, without.context().head), std::nullopt);
+  Request unknown("Host: h\r\nX-Forwarded-For: unknown\r\n");
+  EXPECT_EQ(forwarded_client(proxy, trusted, unknown.context().head), std::nullopt);
+}
+
+TEST(ForwardedClient, IsTheAddressClientIpWritesForATrustedPeer) {
+  const std::vector<IpRange> trusted = {range("192.0.2.0/24")};
+  Request r("Host: h\r\nX-Forwarded-For: 203.0.113.66, ::FFFF:198.51.100.7\r\n");
+  const std::optional<IpAddress> a =
+      forwarded_client(*IpAddress::parse("192.0.2.10"), trusted, r.context().head);
+  ASSERT_TRUE(a.has_value());
+  std::array<char, kKeyScratch> text{};
+  EXPECT_EQ(address_text(*a, text), "198.51.100.7");
+  r.trusted = trusted;
+  EXPECT_EQ(r.key(Kind::client_ip), "198.51.100.7");
 }
 
 // --- bearer_token
