@@ -1,8 +1,9 @@
 // A scoped rate limit's whole per-rule cost on the request path: the SHA-256 of the identity,
 // the lookup of its bucket in the rule's table and the take (resilience::RateRule), for a known
 // identity from one thread and from two on one identity (a single client over two reactors),
-// and the first take of a new identity (an insertion, the writer flag). The table's memory
-// when full is reported as a counter (bytes), the same for every rule.
+// the first take of a new identity (an insertion: a compare-and-swap on a free slot), and the
+// first take of a new identity into a full table (a bucket taken over). The table's memory when
+// full is reported as a counter (bytes), the same for every rule.
 //
 //   build-*/bench/floodgate_rate_rule_bench
 //
@@ -77,6 +78,24 @@ void BM_NewIdentity(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_NewIdentity);
+
+// A new identity each time into a full table: the look through its window and the takeover of a
+// bucket there (issue 35's flood of random identities).
+void BM_NewIdentityIntoAFullTable(benchmark::State& state) {
+  RateRule rule(1);
+  RateRule::Clock::time_point now = RateRule::Clock::time_point{} + 1h;
+  RateRule::Held held;
+  uint64_t n = 0;
+  const auto take_new = [&] {
+    now += 1ms;  // no bucket is in use in the millisecond of the next identity
+    const uint64_t k = n++;
+    const Digest id = digest_of({"h", std::string_view(reinterpret_cast<const char*>(&k), 8)});
+    return rule.take(id, now, kRate, OnTableFull::overflow_bucket, rule.shard(0), held);
+  };
+  while (rule.table().live() < RateTable::kMaxLive) take_new();
+  measured(state, [&] { benchmark::DoNotOptimize(take_new()); });
+}
+BENCHMARK(BM_NewIdentityIntoAFullTable);
 
 }  // namespace
 }  // namespace floodgate::resilience

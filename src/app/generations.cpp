@@ -189,14 +189,14 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
   return Entry{std::move(snap), cfg};
 }
 
-// Each rule's buckets: the ones of the rule with the same signature (name, scope, key, rates)
-// in a generation still held, else new ones.
+// Each rule's buckets: the ones of the rule with the same signature (name, scope, key, rates,
+// max_keys) in a generation still held, else new ones (a table of the new size).
 std::shared_ptr<const proxy::RateLimits> Generations::rate_limits(const config::Config& cfg) {
   auto limits = std::make_shared<proxy::RateLimits>();
   limits->trusted_proxies = cfg.server.trusted_proxies;
   for (const resilience::ScopedRateLimitParams& p : cfg.resilience.scoped_rate_limits) {
-    auto state = rate_rules_.get(proxy::RateLimits::signature(p), [this] {
-      return std::make_shared<resilience::RateRule>(reactors_);
+    auto state = rate_rules_.get(proxy::RateLimits::signature(p), [this, &p] {
+      return std::make_shared<resilience::RateRule>(reactors_, p.max_keys);
     });
     limits->rules.emplace_back(p, std::move(state));
   }

@@ -27,7 +27,7 @@ void render_rate_limit_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
     }
   }
   constexpr std::string_view kBuckets = "floodgate_rate_limit_buckets";
-  w.header(kBuckets, "Live buckets (identities) in each rule's table, at most 1024.",
+  w.header(kBuckets, "Live buckets (identities) in each rule's table, at most its max_keys.",
            MetricType::gauge);
   for (const proxy::RateLimitRule& r : rules) {
     const Label labels[] = {{"rule", r.params.name}};
@@ -35,9 +35,9 @@ void render_rate_limit_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
   }
   constexpr std::string_view kFull = "floodgate_rate_limit_table_full_total";
   w.header(kFull,
-           "Requests of a new identity that found the rule's table full, by what was done: "
-           "overflow_bucket (took from the rule's one shared bucket), fail_open (passed "
-           "unlimited).",
+           "Requests of a new identity that found the rule's table full and no bucket to take "
+           "over (all used in that millisecond), by what was done: overflow_bucket (took from "
+           "the rule's one shared bucket), fail_open (passed unlimited).",
            MetricType::counter);
   for (const proxy::RateLimitRule& r : rules) {
     const Totals t = r.state->totals();
@@ -45,6 +45,15 @@ void render_rate_limit_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
     const Label open[] = {{"rule", r.params.name}, {"action", "fail_open"}};
     w.sample(kFull, overflow, t.overflow);
     w.sample(kFull, open, t.failed_open);
+  }
+  constexpr std::string_view kEvictions = "floodgate_rate_limit_evictions_total";
+  w.header(kEvictions,
+           "Buckets taken over for a new identity that found no free slot in the rule's table: a "
+           "fully refilled one, else the least recently used.",
+           MetricType::counter);
+  for (const proxy::RateLimitRule& r : rules) {
+    const Label labels[] = {{"rule", r.params.name}};
+    w.sample(kEvictions, labels, r.state->totals().evicted);
   }
   constexpr std::string_view kReclaimed = "floodgate_rate_limit_reclaimed_total";
   w.header(kReclaimed, "Buckets reclaimed after idle_ttl without a request.", MetricType::counter);

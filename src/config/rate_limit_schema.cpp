@@ -238,6 +238,7 @@ void read_rule(TableReader& r, ScopedRateLimitParams& p, const UpstreamRefs& u, 
   read_rate(r, "burst", p.burst);
   read_upstream_names(r, "route_allowlist", p.route_allowlist, u);
   r.duration("idle_ttl", Zero::rejected, p.idle_ttl);
+  r.integer("max_keys", kMinRateKeys, kMaxRateKeys, p.max_keys);
   r.choice("on_table_full", kOnTableFull, p.on_table_full);
   r.choice("mode", kModes, p.mode);
   m.tier_key_ok = read_source(r, "tier_key", R"("header:x-plan")", p.tier_key);

@@ -25,6 +25,13 @@ namespace floodgate::config::detail {
 // overflows.
 inline constexpr int64_t kMaxRate = 10'000'000;
 
+// The bounds of a rule's max_keys. Its table takes 128 bytes a key (256 at most: the slots are
+// twice max_keys rounded up to a power of two, one cache line each), allocated when the rule is
+// built, so the upper bound bounds that memory (128 MiB); below the lower one a handful of
+// clients would keep taking each other's buckets over.
+inline constexpr int64_t kMinRateKeys = 16;
+inline constexpr int64_t kMaxRateKeys = 1'000'000;
+
 // What check_scoped_rate_limits() needs of the rules, and of the quota's selectors
 // (quota_schema.h), whose client dimension takes client_ip too.
 struct RateLimitMarks {

@@ -94,7 +94,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 136> kKeyHomes{{
+constexpr std::array<KeyHome, 137> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -232,6 +232,7 @@ constexpr std::array<KeyHome, 136> kKeyHomes{{
      "a [[resilience.scoped_rate_limits]] rule (or a [[resilience.quota.policies]] entry, as a "
      "window: burst = { requests = 100, window = \"1s\" })"},
     {"idle_ttl", kRateLimit},
+    {"max_keys", kRateLimit},
     {"on_table_full", kRateLimit},
     {"tier_key", kRateLimit},
     {"tiers", kRateLimit},

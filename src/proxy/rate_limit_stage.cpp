@@ -155,6 +155,8 @@ std::string RateLimits::signature(const resilience::ScopedRateLimitParams& p) {
   s += '\n';
   s += std::to_string(p.requests_per_sec) + '/' + std::to_string(p.burst);
   s += '\n';
+  s += std::to_string(p.max_keys);  // a table of another size is a new table
+  s += '\n';
   s += std::to_string(static_cast<int>(p.tier_key.kind)) + ':' + p.tier_key.name;
   for (const auto& [plan, tier] : p.tiers) {
     s += '\n' + plan + '=' + std::to_string(tier.requests_per_sec) + '/' +

@@ -111,7 +111,8 @@ bool QuotaCell::idle_for(Clock::time_point now, std::chrono::nanoseconds) const 
 }
 
 // A taker that found the slot just before it was reclaimed may still hold the flag: wait for it
-// (it holds it for a few stores; the caller is the one writer, see rate_table.h).
+// (it holds it for a few stores; the caller has claimed the slot and is its one writer, see
+// rate_table.h).
 void QuotaCell::reset() noexcept {
   while (!lock()) {
   }

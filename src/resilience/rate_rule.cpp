@@ -3,9 +3,10 @@
 namespace floodgate::resilience {
 
 namespace {
-// A take whose bucket was reclaimed under it looks up again; past this many times in a row
-// (a bucket reclaimed and remade at each look, which needs idle_ttl to pass each time) the
-// request takes from the overflow bucket.
+// A take whose bucket was reclaimed or taken over under it looks up again; past this many times
+// in a row the request takes from the overflow bucket. (A bucket found in this millisecond is
+// taken over only when it is fully refilled and a new identity picks it at that very moment:
+// three times in a row does not happen in practice.)
 constexpr int kLookups = 3;
 }  // namespace
 
@@ -17,10 +18,11 @@ RateRule::RateRule(unsigned reactors, uint32_t max_live)
 GcraTake RateRule::take(const Digest& id, Clock::time_point now, const GcraRate& rate,
                         OnTableFull full, Shard& counts, Held& held) noexcept {
   for (int n = 0; n < kLookups; ++n) {
-    const RateTable::Entry e = table_.find_or_insert(id);
+    const RateTable::Entry e = table_.find_or_evict(id, now);
     if (!e) break;
+    if (e.evicted) counts.evicted.fetch_add(1, std::memory_order_relaxed);
     const GcraTake t = e.cell->take(now, rate);
-    if (!table_.current(e)) {  // reclaimed while taking: that token was not this identity's
+    if (!table_.current(e)) {  // gone while taking: that token was not this identity's
       if (t.allowed) e.cell->give_back(now, rate);
       continue;
     }
@@ -53,6 +55,7 @@ RateRule::Totals RateRule::totals() const noexcept {
     t.shadow_limited += s.shadow_limited.load(std::memory_order_relaxed);
     t.overflow += s.overflow.load(std::memory_order_relaxed);
     t.failed_open += s.failed_open.load(std::memory_order_relaxed);
+    t.evicted += s.evicted.load(std::memory_order_relaxed);
   }
   return t;
 }

@@ -1,18 +1,18 @@
 #include "floodgate/resilience/rate_table.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
-#include "floodgate/core/cpu_relax.h"
 #include "floodgate/resilience/quota_counter.h"
 
 namespace floodgate::resilience {
 
 namespace {
 
-// How many times a reactor tries the writer flag before it gives up on inserting (each try
-// after a spin of a few dozen nanoseconds; a writer holds the flag for one slot's stores).
-constexpr int kWriterTries = 256;
+// How many times a thread looks again after another thread won the race for the slot it chose
+// (each lost race means another thread made progress) before it gives up.
+constexpr int kClaimTries = 4;
 
 std::array<uint64_t, 4> words_of(const Digest& d) noexcept {
   std::array<uint64_t, 4> w{};
@@ -26,7 +26,14 @@ template <class Cell>
 BucketTable<Cell>::BucketTable(uint32_t max_live)
     : max_live_(max_live == 0 ? 1 : max_live),
       mask_(std::bit_ceil(2 * max_live_) - 1),
+      window_(std::min(kWindow, mask_ + 1)),
       slots_(std::make_unique<Slot[]>(mask_ + 1)) {}
+
+template <class Cell>
+uint32_t BucketTable<Cell>::millis(Clock::time_point t) noexcept {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
+  return static_cast<uint32_t>(ms.count());  // wraps: only differences are used
+}
 
 template <class Cell>
 uint32_t BucketTable<Cell>::home(const Digest& id) const noexcept {
@@ -37,8 +44,7 @@ uint32_t BucketTable<Cell>::home(const Digest& id) const noexcept {
 
 // The seqlock read: the digest counts only when the word around it did not move.
 template <class Cell>
-bool BucketTable<Cell>::holds(const Slot& s, uint32_t word,
-                              const std::array<uint64_t, 4>& id) const noexcept {
+bool BucketTable<Cell>::holds(const Slot& s, uint32_t word, const Words& id) const noexcept {
   bool same = true;
   for (std::size_t i = 0; i < id.size(); ++i) {
     same = same && s.id[i].load(std::memory_order_relaxed) == id[i];
@@ -47,17 +53,49 @@ bool BucketTable<Cell>::holds(const Slot& s, uint32_t word,
   return same && s.word.load(std::memory_order_relaxed) == word;
 }
 
+// The whole window, unless the identity's bucket comes first: a bucket can be past a free slot
+// (it took over a bucket there while the table was full, or the slot was freed after it was
+// made), so a free slot does not end the search.
 template <class Cell>
-typename BucketTable<Cell>::Entry BucketTable<Cell>::find(const Digest& digest) const noexcept {
-  const std::array<uint64_t, 4> id = words_of(digest);
-  uint32_t i = home(digest);
-  for (uint32_t n = 0; n <= mask_; ++n, i = (i + 1) & mask_) {
+typename BucketTable<Cell>::Look BucketTable<Cell>::look(const Words& id, uint32_t home,
+                                                         Clock::time_point now,
+                                                         bool evict) const noexcept {
+  Look l;
+  const uint32_t ms = millis(now);
+  uint64_t best = 0;  // the victim's rank: refilled, then unused for longest
+  for (uint32_t n = 0; n < window_; ++n) {
+    const uint32_t i = (home + n) & mask_;
     Slot& s = slots_[i];
     const uint32_t word = s.word.load(std::memory_order_acquire);
-    if (status(word) == kEmpty) break;  // the end of the identity's probe run
-    if (status(word) == kLive && holds(s, word, id)) return {&s.cell, i, word};
+    const uint32_t st = status(word);
+    if (st == kLive && holds(s, word, id)) {
+      l.found = {&s.cell, i, word};
+      return l;
+    }
+    if ((st == kEmpty || st == kDead) && l.free == kNone) {
+      l.free = i;
+      l.free_word = word;
+    } else if (st == kLive && evict) {
+      // A refilled bucket first: its identity loses nothing. Then the one unused for longest,
+      // but never one used in this millisecond (or, by a reactor whose clock is a little ahead,
+      // after it): it is in use now.
+      const bool refilled = s.cell.idle_for(now, std::chrono::nanoseconds(0));
+      const auto age = static_cast<int32_t>(ms - s.used.load(std::memory_order_relaxed));
+      if (!refilled && age <= 0) continue;
+      const uint64_t rank = uint64_t{refilled} << 32 | static_cast<uint32_t>(std::max(age, 0));
+      if (l.victim == kNone || rank > best) {
+        l.victim = i;
+        l.victim_word = word;
+        best = rank;
+      }
+    }
   }
-  return {};
+  return l;
+}
+
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::find(const Digest& digest) const noexcept {
+  return look(words_of(digest), home(digest), Clock::time_point{}, false).found;
 }
 
 template <class Cell>
@@ -66,49 +104,109 @@ bool BucketTable<Cell>::current(const Entry& e) const noexcept {
 }
 
 template <class Cell>
-bool BucketTable<Cell>::lock_writer() noexcept {
-  for (int t = 0; t < kWriterTries; ++t) {
-    if (!writer_.load(std::memory_order_relaxed) &&
-        !writer_.exchange(true, std::memory_order_acquire)) {
-      return true;
-    }
-    for (int k = 0; k < 16; ++k) cpu_relax();
-  }
-  return false;
-}
-
-template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_insert(const Digest& digest) noexcept {
-  if (Entry e = find(digest)) return e;
-  if (live() >= max_live_ || !lock_writer()) return {};
-  Entry e = find(digest);  // inserted by another writer meanwhile?
-  if (!e && live() < max_live_) e = insert_locked(words_of(digest));
-  unlock_writer();
-  return e;
+  return find_or_make(digest, Clock::time_point{}, false);
 }
 
-// Under the writer flag: the first dead or empty slot of the identity's probe run.
 template <class Cell>
-typename BucketTable<Cell>::Entry BucketTable<Cell>::insert_locked(
-    const std::array<uint64_t, 4>& id) noexcept {
-  Digest d{};
-  std::memcpy(d.data(), id.data(), sizeof(d));
-  uint32_t i = home(d);
-  for (uint32_t n = 0; n <= mask_; ++n, i = (i + 1) & mask_) {
-    Slot& s = slots_[i];
-    const uint32_t word = s.word.load(std::memory_order_relaxed);
-    if (status(word) != kEmpty && status(word) != kDead) continue;
-    const uint32_t busy = next_word(word, kBusy);
-    s.word.store(busy, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);  // busy is seen before the new digest
-    for (std::size_t k = 0; k < id.size(); ++k) s.id[k].store(id[k], std::memory_order_relaxed);
-    s.cell.reset();
-    const uint32_t live = next_word(busy, kLive);
-    s.word.store(live, std::memory_order_release);
-    live_.fetch_add(1, std::memory_order_relaxed);
-    return {&s.cell, i, live};
+typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_evict(const Digest& digest,
+                                                                   Clock::time_point now) noexcept {
+  return find_or_make(digest, now, true);
+}
+
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_make(const Digest& digest,
+                                                                  Clock::time_point now,
+                                                                  bool evict) noexcept {
+  const Words id = words_of(digest);
+  const uint32_t h = home(digest);
+  const uint32_t ms = millis(now);
+  for (int t = 0; t < kClaimTries; ++t) {
+    const Look l = look(id, h, now, evict);
+    if (l.found) {
+      if (evict) {
+        std::atomic<uint32_t>& used = slots_[l.found.slot].used;
+        // Stored only when it changes: a refused take writes nothing else to the slot.
+        if (used.load(std::memory_order_relaxed) != ms) used.store(ms, std::memory_order_relaxed);
+      }
+      return l.found;
+    }
+    if (l.free != kNone && reserve_live()) {
+      if (Entry e = claim(l.free, l.free_word, id, h, ms)) return e;
+      live_.fetch_sub(1, std::memory_order_relaxed);  // lost the slot: look again
+      continue;
+    }
+    if (!evict || l.victim == kNone) return {};  // no room, and nothing to take over
+    if (Entry e = claim(l.victim, l.victim_word, id, h, ms)) {
+      e.evicted = true;  // the bucket stays live: the count does not change
+      return e;
+    }
   }
-  return {};  // unreachable while live < max_live: there are twice as many slots
+  return {};
+}
+
+// The live count reserved for a bucket about to be made, unless it is at max_live.
+template <class Cell>
+bool BucketTable<Cell>::reserve_live() noexcept {
+  uint32_t n = live_.load(std::memory_order_relaxed);
+  do {
+    if (n >= max_live_) return false;
+  } while (!live_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
+  return true;
+}
+
+// Takes slot `i`, seen as `word` (free, or a live bucket to take over), for `id`: a full bucket,
+// used at `used`. Empty when another thread changed the slot first.
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::claim(uint32_t i, uint32_t word,
+                                                           const Words& id, uint32_t home,
+                                                           uint32_t used) noexcept {
+  Slot& s = slots_[i];
+  const uint32_t busy = next_word(word, kBusy);
+  if (!s.word.compare_exchange_strong(word, busy, std::memory_order_relaxed)) return {};
+  std::atomic_thread_fence(std::memory_order_release);  // busy is seen before the new digest
+  for (std::size_t k = 0; k < id.size(); ++k) s.id[k].store(id[k], std::memory_order_relaxed);
+  s.cell.reset();
+  s.used.store(used, std::memory_order_relaxed);
+  const uint32_t live = next_word(busy, kLive);
+  s.word.store(live, std::memory_order_seq_cst);  // before settle()'s look: see there
+  return settle({&s.cell, i, live}, id, home);
+}
+
+// After `mine` was made live for `id`: another thread may have made the same identity a bucket
+// in another slot of the window at the same time. Of the two, the one nearer the home stays and
+// the other is made dead (by this thread, or the other one, or both: one of them wins). Each
+// thread makes its bucket live before it looks here, both sequentially consistent, so at least
+// one of the two sees the other's.
+template <class Cell>
+typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Words& id,
+                                                            uint32_t home) noexcept {
+  const uint32_t my_distance = distance(home, mine.slot);
+  for (uint32_t n = 0; n < window_; ++n) {
+    const uint32_t i = (home + n) & mask_;
+    if (i == mine.slot) continue;
+    Slot& s = slots_[i];
+    const uint32_t word = s.word.load(std::memory_order_seq_cst);
+    if (status(word) != kLive || !holds(s, word, id)) continue;
+    if (n < my_distance) {  // the other one stays: this one goes
+      retire(mine.slot, mine.word);
+      return {&s.cell, i, word};
+    }
+    if (!current(mine)) return mine;  // this one went meanwhile: the caller looks again
+    retire(i, word);
+  }
+  return mine;
+}
+
+// Makes slot `i` dead when it still is the live bucket of `word`.
+template <class Cell>
+bool BucketTable<Cell>::retire(uint32_t i, uint32_t word) noexcept {
+  if (!slots_[i].word.compare_exchange_strong(
+          word, next_word(word, kDead), std::memory_order_release, std::memory_order_relaxed)) {
+    return false;
+  }
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  return true;
 }
 
 template <class Cell>
@@ -116,45 +214,10 @@ uint32_t BucketTable<Cell>::reclaim(Clock::time_point now, std::chrono::nanoseco
   uint32_t reclaimed = 0;
   for (uint32_t i = 0; i <= mask_; ++i) {
     Slot& s = slots_[i];
-    if (status(s.word.load(std::memory_order_relaxed)) != kLive || !s.cell.idle_for(now, ttl)) {
-      continue;
-    }
-    // The main thread sweeps; a reactor inserting meanwhile only spins for one slot's stores.
-    while (!lock_writer()) {
-    }
-    const uint32_t word = s.word.load(std::memory_order_relaxed);
-    if (status(word) == kLive && s.cell.idle_for(now, ttl)) {
-      s.word.store(next_word(word, kDead), std::memory_order_release);
-      live_.fetch_sub(1, std::memory_order_relaxed);
-      ++reclaimed;
-    }
-    unlock_writer();
-  }
-  if (reclaimed != 0) {
-    while (!lock_writer()) {
-    }
-    tidy_dead_locked();
-    unlock_writer();
+    const uint32_t word = s.word.load(std::memory_order_acquire);
+    if (status(word) == kLive && s.cell.idle_for(now, ttl) && retire(i, word)) ++reclaimed;
   }
   return reclaimed;
-}
-
-// A dead slot followed by an empty one ends no probe run that a live identity needs: it can
-// be empty again, so lookups of absent identities stop early. Walking backwards from each
-// empty slot empties every dead slot run before it.
-template <class Cell>
-void BucketTable<Cell>::tidy_dead_locked() noexcept {
-  const uint32_t slots = mask_ + 1;
-  for (uint32_t n = 0; n < slots; ++n) {
-    const uint32_t i = slots - 1 - n;
-    const uint32_t after = (i + 1) & mask_;
-    Slot& s = slots_[i];
-    const uint32_t word = s.word.load(std::memory_order_relaxed);
-    if (status(word) == kDead &&
-        status(slots_[after].word.load(std::memory_order_relaxed)) == kEmpty) {
-      s.word.store(next_word(word, kEmpty), std::memory_order_release);
-    }
-  }
 }
 
 template class BucketTable<GcraCell>;

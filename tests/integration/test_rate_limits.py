@@ -7,8 +7,9 @@ apart, and one without its key by its authority; tenant tiers; route_allowlist; 
 address that proxy appended, whatever X-Forwarded-For the client sent (the access log's client
 too, beside the peer); shadow mode;
 a request refused by a later rule costs the earlier ones nothing; one rate for a client whose
-connections two reactors share; a reload keeping a rule keeps its buckets and one changing its
-rate starts fresh.
+connections two reactors share; new tenants still get buckets of their own after a flood of
+random tenants has filled a small table (max_keys); a reload keeping a rule keeps its buckets
+and one changing its rate starts fresh.
 
 Timing. Every rule runs at requests_per_sec = 1 (except a tier meant to be generous), so a
 bucket gets a token back one second after it was spent, and the tests take milliseconds. Where a
@@ -450,6 +451,46 @@ class TwoReactors(RateLimitTestCase):
         self.assertGreaterEqual(served, self.BURST)
         self.assertLessEqual(served, self.BURST + refill(1, start),
                              "%d of %d served at once" % (served, len(responses)))
+
+
+class FullTable(RateLimitTestCase):
+    """A rule whose table holds 16 tenants (max_keys = 16), one token each (burst 1, one a
+    second), flooded with new tenants."""
+
+    KEYS = 16
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = Backend("app").start()
+        cls.backends = [cls.app]
+        cls.fg = cls.start_floodgate(
+            [upstream("small", [cls.app])], routes=[route("small", host="small.test")],
+            resilience={"scoped_rate_limits": [
+                rule("small-table", "tenant", ["small"], burst=1, key="header:x-tenant",
+                     max_keys=cls.KEYS)]})
+
+    def send_as(self, tenant):
+        return self.fg.get("/echo", host="small.test", headers=[("X-Tenant", tenant)])
+
+    def test_new_tenants_after_a_flood_of_random_tenants_get_buckets_of_their_own(self):
+        """Issue 35: 200 random tenants, one request each, fill the table many times over; then
+        20 new honest tenants send one request each, and all 20 are served. A full table used
+        to send every new tenant to the rule's one overflow bucket, which the flood keeps empty
+        (20 of 20 refused); nginx's limit_req evicts the least recently used state and serves
+        all 20. The flood is one request at a time, so no bucket is ever in use in the very
+        millisecond a new tenant needs it (the overflow bucket's last-resort case)."""
+        flood = "flood-%d-" % random.getrandbits(32)
+        for i in range(200):
+            self.assertServed(self.send_as(flood + str(i)))
+        for i in range(20):
+            self.assertServed(self.send_as("honest-%d" % i))
+        self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="small-table"),
+                         self.KEYS)
+        self.assertEqual(self.metric("floodgate_rate_limit_evictions_total", rule="small-table"),
+                         200 + 20 - self.KEYS)
+        # Each tenant had a bucket of its own: none took from the overflow bucket.
+        self.assertEqual(self.metric("floodgate_rate_limit_table_full_total", rule="small-table",
+                                     action="overflow_bucket"), 0)
 
 
 class Reload(RateLimitTestCase):

@@ -1,6 +1,6 @@
 // A hint to the CPU that this thread spins on a flag another thread holds for a few stores
-// (the bucket tables' writer flag, a quota cell's flag): it saves power and gives a sibling
-// hyper-thread the core, and costs a few dozen nanoseconds.
+// (a quota cell's flag): it saves power and gives a sibling hyper-thread the core, and costs a
+// few dozen nanoseconds.
 //
 // Thread-safety: any thread.
 #pragma once

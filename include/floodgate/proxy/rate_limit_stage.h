@@ -59,8 +59,8 @@ struct RateLimits {
   std::vector<RateLimitRule> rules;      // configuration order
   std::vector<IpRange> trusted_proxies;  // server.trusted_proxies, for client_ip
 
-  // What must stay the same for a reload to keep a rule's buckets: its name, scope, key, rates
-  // and tiers. Mode, allowlist, idle_ttl and on_table_full may change and keep them.
+  // What must stay the same for a reload to keep a rule's buckets: its name, scope, key, rates,
+  // max_keys and tiers. Mode, allowlist, idle_ttl and on_table_full may change and keep them.
   static std::string signature(const resilience::ScopedRateLimitParams& p);
 };
 

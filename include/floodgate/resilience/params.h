@@ -207,9 +207,10 @@ struct KeySource {
 
 // What a scoped rate limit counts by (seed 004): the upstream routed to, or an identity within it.
 enum class RateScope : uint8_t { route, client, tenant, token };
-// A rule's table of buckets is full (1,024 live identities): new identities share one overflow
-// bucket at the rule's rate (seed 002's TenantLimiter), or pass unlimited (seed 004's legacy
-// scoped limiter). Both are counted.
+// A new identity finds no bucket it may take in the rule's table: the table is full (max_keys
+// live identities) and every bucket it could take over was used in this very millisecond
+// (rate_table.h). It shares one overflow bucket at the rule's rate (seed 002's TenantLimiter),
+// or passes unlimited (seed 004's legacy scoped limiter). Both are counted.
 enum class OnTableFull : uint8_t { overflow_bucket, fail_open };
 
 struct RateTier {
@@ -230,6 +231,9 @@ struct ScopedRateLimitParams {
   uint32_t burst = 0;                           // > 0
   std::vector<std::string> route_allowlist{};   // upstream names; empty = every upstream
   std::chrono::milliseconds idle_ttl{300'000};  // > 0: a bucket idle this long is reclaimed
+  // The most identities the rule's table holds (RateTable::kMaxLive unless written); past it a
+  // new identity takes over a fully refilled or the least recently used bucket.
+  uint32_t max_keys = 1024;
   OnTableFull on_table_full = OnTableFull::overflow_bucket;
   Mode mode = Mode::enforce;
   // Tenant scope only: the plan named by `tier_key` picks the rates; a plan naming no tier (or

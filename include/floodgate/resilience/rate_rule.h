@@ -1,12 +1,13 @@
 // A scoped rate limit's process-wide state (issue 15): its table of buckets, its overflow
 // bucket and its counts. One per rule for as long as some generation has the rule with the
-// same name, scope, key and rates (app::Generations keys them so), so a reload that keeps a
-// rule keeps its buckets and one that changes it starts afresh.
+// same name, scope, key, rates and max_keys (app::Generations keys them so), so a reload that
+// keeps a rule keeps its buckets and one that changes it starts afresh.
 //
-// take() is the whole per-identity decision: find or make the identity's bucket, fall back to
-// the overflow bucket (or pass, fail_open) when the table is full, take one token at the rate
-// given (the rule's, or the request's tier), and report what to give back when a later rule
-// refuses the request.
+// take() is the whole per-identity decision: find or make the identity's bucket (taking over a
+// fully refilled or the least recently used bucket when the table is full: rate_table.h), fall
+// back to the overflow bucket (or pass, fail_open) when not even that can be done, take one
+// token at the rate given (the rule's, or the request's tier), and report what to give back
+// when a later rule refuses the request.
 //
 // Thread-safety: take / give_back from every reactor at once (each with its own shard of the
 // counts); reclaim from the main thread. Nothing allocates after construction.
@@ -32,11 +33,13 @@ class RateRule {
     std::atomic<uint64_t> allowed{0};
     std::atomic<uint64_t> limited{0};         // refused, enforced
     std::atomic<uint64_t> shadow_limited{0};  // would have been refused (shadow mode)
-    std::atomic<uint64_t> overflow{0};        // took from the overflow bucket: table full
-    std::atomic<uint64_t> failed_open{0};     // passed unlimited: table full, fail_open
+    std::atomic<uint64_t> overflow{0};        // took from the overflow bucket: no bucket
+    std::atomic<uint64_t> failed_open{0};     // passed unlimited: no bucket, fail_open
+    std::atomic<uint64_t> evicted{0};         // made a bucket by taking over another's
   };
   struct Totals {
-    uint64_t allowed = 0, limited = 0, shadow_limited = 0, overflow = 0, failed_open = 0;
+    uint64_t allowed = 0, limited = 0, shadow_limited = 0, overflow = 0, failed_open = 0,
+             evicted = 0;
   };
 
   // What a take holds, to give back when a later rule refuses the request.
@@ -45,6 +48,7 @@ class RateRule {
     const GcraRate* rate = nullptr;
   };
 
+  // `max_live`: the most identities the table holds at once (the rule's max_keys).
   RateRule(unsigned reactors, uint32_t max_live = RateTable::kMaxLive);
 
   // One token for identity `id` at `now` at `rate`. `held` says what to give back.
@@ -63,7 +67,7 @@ class RateRule {
 
  private:
   RateTable table_;
-  GcraCell overflow_;  // the identities that found the table full share it
+  GcraCell overflow_;  // the identities that found no bucket to take share it
   unsigned reactors_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<uint64_t> reclaimed_{0};  // written by the sweep, read by the scrape

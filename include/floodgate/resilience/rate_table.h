@@ -1,32 +1,56 @@
 // A table of per-identity buckets, at most `max_live` of them, in slots allocated once, when the
-// table is built: a scoped rate limit's GCRA cells (issue 15: 1,024 per rule) and the quota's
-// fixed-window counters (issue 16: the in-memory backend's 4,096, the local fallback's
-// max_entries). Identities are SHA-256 digests (identity_digest.h): the table never sees a raw
-// value. A Cell provides reset() (a reused slot starts empty) and idle_for(now, ttl) (it may be
-// reclaimed).
+// table is built: a scoped rate limit's GCRA cells (issue 15: the rule's max_keys, 1,024 unless
+// it says otherwise) and the quota's fixed-window counters (issue 16: the in-memory backend's
+// 4,096, the local fallback's max_entries). Identities are SHA-256 digests (identity_digest.h):
+// the table never sees a raw value. A Cell provides reset() (a reused slot starts empty) and
+// idle_for(now, ttl) (it may be reclaimed; idle_for(now, 0): it holds nothing that a new
+// identity's bucket would not, so taking it over loses nothing).
 //
-// Concurrency, the part that matters:
-//   - Lookups are lock-free and run on every reactor: a slot's state word says empty, busy,
-//     live or dead, with a version that changes on every transition; a reader reads the word,
-//     the digest (atomic words) and the word again, and trusts the digest only when the word has
-//     not moved (a seqlock with atomics, so it is data-race free).
-//   - Writers (inserting a new identity, reclaiming an idle bucket) are one at a time: they
-//     hold the table's writer flag, a spin flag that is never held across anything but a few
-//     stores on one slot, so a reactor waiting for it spins for nanoseconds. A reactor that
-//     still does not get it within a bounded number of tries gives up (the caller treats the
-//     request as one that found the table full): nothing waits without a bound.
-//   - One writer at a time also means one slot per identity: an inserter looks again under the
-//     flag before it claims a slot.
-//   - A reader may use a cell that a writer reclaims (and reuses) at that very moment: it
-//     checks the slot's word afterwards (Entry::current) and, when it moved, undoes what it did
-//     and looks up again. A bucket is reclaimed only once idle, so this happens only when a
-//     request arrives exactly as its bucket expires.
+// Where a bucket is: in one of the kWindow slots from its identity's home slot on (its window),
+// so a look-up reads at most kWindow slots. There are twice as many slots as buckets, so a
+// window with no free slot is rare (a few new identities in 100,000 when every bucket is live).
 //
-// Memory: 2 x max_live slots of one cache line each (128 KiB for a rate rule's 1,024), never
-// more; nothing is allocated after construction.
+// When there is no room for a new identity (every bucket live, or its window full):
+//   - find_or_evict, a rate rule's (issue 35), takes over a bucket of the window: one that is
+//     fully refilled if there is one (its identity would get a full bucket again anyway: nothing
+//     is lost), else the least recently used one. Each slot keeps when its bucket was last found
+//     or made, in milliseconds, as nginx's limit_req keeps each state's `last` and evicts its
+//     least recently used state. So an attacker flooding new identities only cycles the
+//     table: an honest newcomer still gets a bucket of its own (the flood cannot push it into one
+//     shared bucket that the flood keeps empty), and an identity in active use goes only after
+//     the buckets of its window used less recently. A bucket found or made in the current
+//     millisecond is never taken over (it is in use right now); when every bucket of the window
+//     is, the new identity gets none and the caller falls back (the rate rule's overflow
+//     bucket). With 1,024 buckets that takes about a million new identities a second.
+//   - find_or_insert, the quota's, takes nothing over: the new identity gets no bucket.
 //
-// Thread-safety: find / insert from any thread; reclaim from any one thread at a time (the main
-// thread's sweep), alongside them.
+// Concurrency, the part that matters: no lock, on any path.
+//   - A slot's state word says empty, busy, live or dead, with a version that changes on every
+//     transition; a reader reads the word, the digest (atomic words) and the word again, and
+//     trusts the digest only when the word has not moved (a seqlock with atomics, so it is data-
+//     race free).
+//   - A slot is taken (a free one, or a bucket taken over) with a compare-and-swap of its word
+//     from what the taker saw to busy, so of two threads taking one slot only one gets it; the
+//     other looks again, and after a few lost races gives up (the caller treats the request as
+//     one that found no room). The winner writes the digest and a full bucket, then makes the
+//     slot live. The number of live buckets is reserved with a compare-and-swap before a free
+//     slot is taken, so it never passes max_live.
+//   - Two threads making the same new identity at once may take two slots. Each makes its slot
+//     live and then looks through the window again: of two buckets of one identity the one
+//     nearer its home stays and the other is made dead, by whichever thread sees both. Both make
+//     live and look with sequentially consistent operations, so at least one of the two sees the
+//     other's bucket: one bucket per identity remains.
+//   - A reader may use a cell that another thread reclaims, takes over or makes dead at that
+//     very moment: it checks the slot's word afterwards (Entry::current) and, when it moved,
+//     undoes what it did and looks up again.
+//   - A freed slot stays free (dead) until it is taken again: nothing moves buckets or tidies
+//     the table, so no reader has to agree with a tidier, and a look-up reads the whole window
+//     unless it finds the identity first.
+//
+// Memory: 2 x max_live slots, rounded up to a power of two, of one cache line each (128 KiB for
+// a rate rule's 1,024), never more; nothing is allocated after construction.
+//
+// Thread-safety: every member from any thread (reclaim is the main thread's sweep).
 #pragma once
 
 #include <array>
@@ -44,13 +68,15 @@ template <class Cell>
 class BucketTable {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr uint32_t kMaxLive = 1024;  // a scoped rate limit's
+  static constexpr uint32_t kMaxLive = 1024;  // a scoped rate limit's, unless max_keys says
+  static constexpr uint32_t kWindow = 32;     // slots an identity's bucket may be in (at most)
 
   // A live bucket found for an identity: its cell, and the slot word that vouches for it.
   struct Entry {
     Cell* cell = nullptr;
     uint32_t slot = 0;
     uint32_t word = 0;
+    bool evicted = false;  // made by taking over another identity's bucket (find_or_evict)
     explicit operator bool() const noexcept { return cell != nullptr; }
   };
 
@@ -59,11 +85,17 @@ class BucketTable {
   BucketTable& operator=(const BucketTable&) = delete;
 
   // The bucket of `id`: found, or made in a free slot (a full bucket). Empty when the table
-  // holds max_live buckets already, or when the writer flag stayed busy (see above).
+  // holds max_live buckets already or the identity's window is full, or when other threads kept
+  // winning the race for the slot (see above).
   Entry find_or_insert(const Digest& id) noexcept;
+  // The same, and when there is no free slot the bucket of another identity taken over (see
+  // above) at `now`, which is also noted as when the bucket found or made was last used. Empty
+  // only when every bucket of the window was used in the current millisecond, or other threads
+  // kept winning the race.
+  Entry find_or_evict(const Digest& id, Clock::time_point now) noexcept;
   // The bucket of `id` when there is one (no insertion).
   Entry find(const Digest& id) const noexcept;
-  // Whether `e` still is the bucket it was found as (not reclaimed since).
+  // Whether `e` still is the bucket it was found as (not reclaimed or taken over since).
   bool current(const Entry& e) const noexcept;
   // Reclaims every bucket idle for `ttl` at `now`; returns how many.
   uint32_t reclaim(Clock::time_point now, std::chrono::nanoseconds ttl) noexcept;
@@ -74,34 +106,55 @@ class BucketTable {
   std::size_t bytes() const noexcept { return sizeof(Slot) * (mask_ + 1); }
 
  private:
-  // Status in the low two bits of a slot's word; the version in the rest.
+  // Status in the low two bits of a slot's word; the version in the rest. Empty and dead slots
+  // are both free; dead ones held a bucket (their version moved on, for Entry::current).
   static constexpr uint32_t kEmpty = 0, kBusy = 1, kLive = 2, kDead = 3;
+  static constexpr uint32_t kNone = ~uint32_t{0};  // no slot
 
   struct alignas(64) Slot {
     std::atomic<uint32_t> word{kEmpty};
+    // When the bucket was last found or made: milliseconds of Clock, wrapping (ages are signed
+    // 32-bit differences, right for buckets used in the last 24 days). Relaxed: a hint for
+    // choosing which bucket to take over, written on each use.
+    std::atomic<uint32_t> used{0};
     std::array<std::atomic<uint64_t>, 4> id{};  // the digest, written only while kBusy
     Cell cell;
   };
   static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
+  using Words = std::array<uint64_t, 4>;
+
+  // What one pass over an identity's window saw.
+  struct Look {
+    Entry found;            // the identity's live bucket
+    uint32_t free = kNone;  // the first free slot, and its word
+    uint32_t free_word = 0;
+    uint32_t victim = kNone;  // find_or_evict: the bucket to take over, and its word
+    uint32_t victim_word = 0;
+  };
+
   static uint32_t status(uint32_t word) noexcept { return word & 3; }
   static uint32_t next_word(uint32_t word, uint32_t status) noexcept {
     return ((word & ~3u) + 4) | status;
   }
+  static uint32_t millis(Clock::time_point t) noexcept;
   uint32_t home(const Digest& id) const noexcept;
-  bool holds(const Slot& s, uint32_t word, const std::array<uint64_t, 4>& id) const noexcept;
-  bool lock_writer() noexcept;
-  void unlock_writer() noexcept { writer_.store(false, std::memory_order_release); }
-  Entry insert_locked(const std::array<uint64_t, 4>& id) noexcept;
-  void tidy_dead_locked() noexcept;
+  // How far slot `i` is from `home` along the window.
+  uint32_t distance(uint32_t home, uint32_t i) const noexcept { return (i - home) & mask_; }
+  bool holds(const Slot& s, uint32_t word, const Words& id) const noexcept;
+  Look look(const Words& id, uint32_t home, Clock::time_point now, bool evict) const noexcept;
+  Entry find_or_make(const Digest& id, Clock::time_point now, bool evict) noexcept;
+  bool reserve_live() noexcept;
+  Entry claim(uint32_t slot, uint32_t word, const Words& id, uint32_t home, uint32_t used) noexcept;
+  Entry settle(Entry mine, const Words& id, uint32_t home) noexcept;
+  bool retire(uint32_t slot, uint32_t word) noexcept;
 
   const uint32_t max_live_;
-  const uint32_t mask_;  // slots - 1 (a power of two)
+  const uint32_t mask_;    // slots - 1 (a power of two)
+  const uint32_t window_;  // kWindow, or every slot of a smaller table
   std::unique_ptr<Slot[]> slots_;
-  // Written by the one writer, read by any thread for metrics and the insert bound: relaxed.
-  std::atomic<uint32_t> live_{0};
-  // The writer flag (exchange to take, release store to give back).
-  alignas(64) std::atomic<bool> writer_{false};
+  // Reserved before a free slot is taken, given back when a bucket dies; read by any thread.
+  alignas(64) std::atomic<uint32_t> live_{0};
 };
 
 // A scoped rate limit's buckets.

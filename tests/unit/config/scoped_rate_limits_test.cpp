@@ -78,6 +78,7 @@ TEST(ConfigScopedRateLimits, FillsTheDefaultsOfTheOptionalKeys) {
                                                  .burst = 20,
                                                  .route_allowlist = {},
                                                  .idle_ttl = 300s,
+                                                 .max_keys = 1024,
                                                  .on_table_full = OnTableFull::overflow_bucket,
                                                  .mode = Mode::enforce,
                                                  .tier_key = {},
@@ -111,7 +112,7 @@ TEST(ConfigScopedRateLimits, ReadsEveryKeyOfATenantRuleWithTiers) {
   const LoadResult r = rule(
       "name = \"tenant-api\"\nscope = \"tenant\"\nkey = \"header:x-tenant-id\"\n"
       "requests_per_sec = 50\nburst = 100\nroute_allowlist = [\"app\", \"billing\"]\n"
-      "idle_ttl = \"10m\"\non_table_full = \"fail_open\"\nmode = \"shadow\"\n"
+      "idle_ttl = \"10m\"\nmax_keys = 4096\non_table_full = \"fail_open\"\nmode = \"shadow\"\n"
       "tier_key = \"header:x-plan\"\n"
       "tiers = { free = { requests_per_sec = 100, burst = 100 }, pro = { requests_per_sec = "
       "1000, burst = 2000 } }");
@@ -125,6 +126,7 @@ TEST(ConfigScopedRateLimits, ReadsEveryKeyOfATenantRuleWithTiers) {
                 .burst = 100,
                 .route_allowlist = {"app", "billing"},
                 .idle_ttl = 10min,
+                .max_keys = 4096,
                 .on_table_full = OnTableFull::fail_open,
                 .mode = Mode::shadow,
                 .tier_key = {.kind = Kind::header, .name = "x-plan"},
@@ -377,6 +379,15 @@ INSTANTIATE_TEST_SUITE_P(
                              "unknown key 'idle_ttl_secs' in [[resilience.scoped_rate_limits]]; "
                              "'idle_ttl_secs' belongs in a [[resilience.scoped_rate_limits]] "
                              "rule, as idle_ttl (a duration: idle_ttl = \"300s\")")},
+        RuleError{
+            "max_keys_below_bound", client_rule("max_keys = 15"),
+            rate_error(6, "max_keys", "15 is out of range; use an integer from 16 to 1000000")},
+        RuleError{"max_keys_above_bound", client_rule("max_keys = 1000001"),
+                  rate_error(6, "max_keys",
+                             "1000001 is out of range; use an integer from 16 to 1000000")},
+        RuleError{"max_keys_quoted", client_rule("max_keys = \"1024\""),
+                  rate_error(6, "max_keys",
+                             "expected an integer, got a string (\"1024\"); e.g. max_keys = 1024")},
         RuleError{"on_table_full_unknown", client_rule("on_table_full = \"drop\""),
                   rate_error(6, "on_table_full",
                              "unknown value \"drop\"; expected overflow_bucket or fail_open")},
@@ -427,8 +438,8 @@ INSTANTIATE_TEST_SUITE_P(
                   rate_error(6, "burts",
                              "unknown key 'burts' in [[resilience.scoped_rate_limits]] (did you "
                              "mean 'burst'?); expected one of: name, scope, key, "
-                             "requests_per_sec, burst, route_allowlist, idle_ttl, on_table_full, "
-                             "mode, tier_key, tiers")}),
+                             "requests_per_sec, burst, route_allowlist, idle_ttl, max_keys, "
+                             "on_table_full, mode, tier_key, tiers")}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(

@@ -230,6 +230,9 @@ TEST(RateLimitSignature, KeepsBucketsAcrossNeutralChangesOnly) {
   ScopedRateLimitParams c = a;
   c.key = header("x-client");
   EXPECT_NE(RateLimits::signature(a), RateLimits::signature(c));
+  ScopedRateLimitParams d = a;
+  d.max_keys = 16;  // a table of another size: a new one
+  EXPECT_NE(RateLimits::signature(a), RateLimits::signature(d));
 }
 
 }  // namespace

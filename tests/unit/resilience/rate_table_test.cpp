@@ -1,19 +1,23 @@
 // A scoped rate limit's table and rule on hand-moved time: one bucket per identity, the bound
-// on live buckets, reclaiming idle ones (and reusing their slots), the overflow bucket and
-// fail_open when the table is full, giving a token back, and one bucket per identity when two
-// threads make the same identities at once.
+// on live buckets, reclaiming idle ones (and reusing their slots), taking over a fully refilled
+// or the least recently used bucket for a new identity when the table is full (issue 35), the
+// overflow bucket and fail_open when every bucket is in use, giving a token back, and one
+// bucket per identity when two threads make the same identities at once (many threads at once:
+// rate_table_race_test.cpp).
 #include "floodgate/resilience/rate_table.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstdint>
-#include <set>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "floodgate/core/clock.h"
 #include "floodgate/core/heap_count.h"
 #include "floodgate/resilience/identity_digest.h"
 #include "floodgate/resilience/rate_rule.h"
@@ -92,7 +96,7 @@ TEST(RateTable, FindsIdentitiesPastReclaimedSlotsOfTheirProbeRun) {
   EXPECT_EQ(table.live(), 64u);
 }
 
-TEST(RateTable, LookingUpAndInsertingAllocateNothing) {
+TEST(RateTable, LookingUpInsertingAndTakingOverAllocateNothing) {
   RateTable table(16);
   const Digest a = id(1), b = id(2);
   count_heap_allocations_on_this_thread();
@@ -100,26 +104,111 @@ TEST(RateTable, LookingUpAndInsertingAllocateNothing) {
   table.find_or_insert(a);
   table.find_or_insert(b);
   table.find_or_insert(a);
+  for (int n = 0; n < 40; ++n) table.find_or_evict(id(n), kStart + n * 1ms);  // takes over
   table.reclaim(kStart, 1s);
   EXPECT_EQ(counted_heap_allocations() - before, 0u);
 }
 
-TEST(RateTable, TwoThreadsMakingTheSameIdentitiesGetOneBucketEach) {
+// --- a full table: taking a bucket over (issue 35) ---------------------------------------------
+// These tables (and the rules' below) have at most 32 slots, so every identity's window is the
+// whole table and the bucket taken over is the one of the whole table that the rule says.
+
+const GcraRate kOnePerSecond = GcraRate::of(1, 1);
+
+// Makes the bucket of each of `identities` at `now` and takes its one token (so it is not
+// refilled for a second).
+void fill(RateTable& table, std::initializer_list<int> identities, TimePoint now) {
+  for (const int n : identities) {
+    const RateTable::Entry e = table.find_or_evict(id(n), now);
+    ASSERT_TRUE(e) << n;
+    ASSERT_FALSE(e.evicted) << n;
+    ASSERT_TRUE(e.cell->take(now, kOnePerSecond).allowed) << n;
+  }
+}
+
+TEST(RateTable, AFullTableGivesANewIdentityAFullyRefilledBucketFirst) {
+  ManualClock clock;
+  RateTable table(8);
+  fill(table, {0, 1, 2, 3, 4, 6, 7}, clock.now());
+  ASSERT_TRUE(table.find_or_evict(id(5), clock.now()));  // made, never taken from: full
+  clock.advance(500ms);
+  // 5 is the most recently used, but the only full bucket: taking it over loses nothing, while
+  // any other would hand its identity a token it has not earned back yet.
+  ASSERT_TRUE(table.find_or_evict(id(5), clock.now()));
+  clock.advance(100ms);
+  const RateTable::Entry fresh = table.find_or_evict(id(100), clock.now());
+  ASSERT_TRUE(fresh);
+  EXPECT_TRUE(fresh.evicted);
+  EXPECT_FALSE(table.find(id(5)));
+  for (const int n : {0, 1, 2, 3, 4, 6, 7}) EXPECT_TRUE(table.find(id(n))) << n;
+  EXPECT_EQ(table.find(id(100)).cell, fresh.cell);
+  EXPECT_EQ(table.live(), 8u);
+}
+
+TEST(RateTable, AFullTableGivesANewIdentityTheLeastRecentlyUsedBucketOtherwise) {
+  ManualClock clock;
+  RateTable table(8);
+  for (int n = 0; n < 8; ++n) {
+    fill(table, {n}, clock.now());
+    clock.advance(1ms);
+  }
+  ASSERT_TRUE(table.find_or_evict(id(0), clock.now()));  // a request of 0: 1 is the oldest now
+  clock.advance(10ms);
+  const RateTable::Entry first = table.find_or_evict(id(100), clock.now());
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first.evicted);
+  EXPECT_FALSE(table.find(id(1)));
+  EXPECT_TRUE(table.find(id(0)));
+  // The bucket taken over starts full: 1 had spent its token, 100 has its own.
+  EXPECT_TRUE(first.cell->take(clock.now(), kOnePerSecond).allowed);
+  clock.advance(1ms);
+  ASSERT_TRUE(table.find_or_evict(id(101), clock.now()));  // then 2, the oldest left
+  EXPECT_FALSE(table.find(id(2)));
+  for (const int n : {0, 3, 4, 5, 6, 7, 100, 101}) EXPECT_TRUE(table.find(id(n))) << n;
+  EXPECT_EQ(table.live(), 8u);
+}
+
+TEST(RateTable, NeverTakesOverABucketUsedInTheCurrentMillisecond) {
+  ManualClock clock;
+  RateTable table(8);
+  fill(table, {0, 1, 2, 3, 4, 5, 6, 7}, clock.now());
+  EXPECT_FALSE(table.find_or_evict(id(100), clock.now() + 999us));  // all in use right now
+  clock.advance(1ms);
+  EXPECT_TRUE(table.find_or_evict(id(100), clock.now()));  // a millisecond later they are not
+}
+
+TEST(RateTable, FindOrInsertNeverTakesABucketOver) {
+  ManualClock clock;
+  RateTable table(8);
+  fill(table, {0, 1, 2, 3, 4, 5, 6, 7}, clock.now());
+  clock.advance(1h);                            // every bucket refilled and long unused
+  EXPECT_FALSE(table.find_or_insert(id(100)));  // the quota's table: no room is no room
+  EXPECT_EQ(table.live(), 8u);
+}
+
+TEST(RateTable, TwoThreadsMakingTheSameIdentitiesEndWithOneBucketEach) {
   RateTable table(512);
   std::barrier start(2);
-  std::atomic<int> mismatches{0};
-  const auto work = [&] {
+  std::vector<RateTable::Entry> got[2];
+  const auto work = [&](std::vector<RateTable::Entry>& entries) {
     start.arrive_and_wait();
-    for (int n = 0; n < 400; ++n) {
-      const RateTable::Entry e = table.find_or_insert(id(n));
-      if (!e || table.find(id(n)).cell != e.cell) mismatches.fetch_add(1);
-    }
+    for (int n = 0; n < 400; ++n) entries.push_back(table.find_or_insert(id(n)));
   };
-  std::thread other(work);
-  work();
+  got[0].reserve(400);
+  got[1].reserve(400);
+  std::thread other(work, std::ref(got[1]));
+  work(got[0]);
   other.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(table.live(), 400u);
+  // A thread whose bucket lost to the other thread's (see rate_table.h) can tell: the entry it
+  // got is no longer current. Every other entry is the identity's one bucket.
+  for (const std::vector<RateTable::Entry>& entries : got) {
+    for (int n = 0; n < 400; ++n) {
+      const RateTable::Entry& e = entries[static_cast<std::size_t>(n)];
+      ASSERT_TRUE(e) << n;
+      EXPECT_TRUE(table.find(id(n)).cell == e.cell || !table.current(e)) << n;
+    }
+  }
+  EXPECT_EQ(table.live(), 400u);  // one bucket each: a second one would be counted
 }
 
 class Rule : public ::testing::Test {
@@ -132,9 +221,10 @@ class Rule : public ::testing::Test {
   RateRule::Held held;
 };
 
-TEST_F(Rule, IdentitiesPastAFullTableShareTheOverflowBucket) {
+TEST_F(Rule, IdentitiesFindingEveryBucketInUseShareTheOverflowBucket) {
   ASSERT_TRUE(take(1, kStart).allowed);
   ASSERT_TRUE(take(2, kStart).allowed);
+  // Both buckets were used in this very millisecond: neither is taken over.
   EXPECT_TRUE(take(3, kStart).allowed);  // the overflow bucket's burst of 2...
   EXPECT_TRUE(take(4, kStart).allowed);
   EXPECT_FALSE(take(5, kStart).allowed);  // ...shared by every newcomer
@@ -156,6 +246,52 @@ TEST_F(Rule, AGivenBackTokenIsAsIfNeverTaken) {
   RateRule::give_back(held, kStart);
   EXPECT_TRUE(take(1, kStart).allowed);
   EXPECT_FALSE(take(1, kStart).allowed);
+}
+
+TEST_F(Rule, ANewIdentityAfterAFloodOfNewIdentitiesGetsAFreshBucketOfItsOwn) {
+  // Issue 35: 200 random identities, one request each, then 20 honest newcomers. With the
+  // overflow bucket as the answer to a full table, the flood kept that one shared bucket empty
+  // and every newcomer was refused; nginx's limit_req evicts its least recently used state and
+  // serves all 20.
+  ManualClock clock;
+  RateRule small(1, 16);
+  const GcraRate one = GcraRate::of(1, 1);
+  const auto take_at = [&](int identity) {
+    clock.advance(1ms);
+    return small.take(id(identity), clock.now(), one, OnTableFull::overflow_bucket, small.shard(0),
+                      held);
+  };
+  for (int n = 0; n < 200; ++n) ASSERT_TRUE(take_at(1000 + n).allowed) << n;
+  for (int n = 0; n < 20; ++n) EXPECT_TRUE(take_at(5000 + n).allowed) << n;
+  EXPECT_FALSE(take_at(5019).allowed);  // its own bucket, with its own one token spent
+  const RateRule::Totals t = small.totals();
+  EXPECT_EQ(t.overflow, 0u);
+  EXPECT_EQ(t.evicted, 220u - 16u);  // every identity past the 16th took a bucket over
+  EXPECT_EQ(small.table().live(), 16u);
+}
+
+TEST_F(Rule, AFloodOfNewIdentitiesCannotResetAnIdentityInActiveUse) {
+  // A limited identity that keeps sending is never the least recently used bucket while the
+  // flood's buckets are older, so its spent tokens stay spent: flooding does not buy it a fresh
+  // burst.
+  ManualClock clock;
+  RateRule small(1, 16);
+  const auto take_at = [&](int identity) {
+    return small.take(id(identity), clock.now(), rate, OnTableFull::overflow_bucket, small.shard(0),
+                      held);
+  };
+  ASSERT_TRUE(take_at(1).allowed);  // rate: burst 2, one a second
+  ASSERT_TRUE(take_at(1).allowed);
+  ASSERT_FALSE(take_at(1).allowed);
+  for (int n = 0; n < 500; ++n) {  // half a second: no token comes back to 1 meanwhile
+    clock.advance(1ms);
+    ASSERT_TRUE(take_at(1000 + n).allowed) << n;
+    if (n % 5 == 4) {
+      EXPECT_FALSE(take_at(1).allowed) << n;
+    }
+  }
+  EXPECT_EQ(small.totals().overflow, 0u);
+  EXPECT_EQ(small.totals().evicted, 500u - 15u);
 }
 
 TEST_F(Rule, ReclaimIsCountedAndTheIdentityStartsAfresh) {
