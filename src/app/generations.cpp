@@ -3,9 +3,11 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <random>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 
 #include "floodgate/http/rewrite.h"
 #include "floodgate/net/tls.h"
@@ -35,6 +37,21 @@ namespace {
 std::string endpoint_text(const boost::asio::ip::tcp::endpoint& e) {
   const std::string host = e.address().to_string();
   return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
+}
+
+// The host a server was written with, which TLS to it sends and verifies: "localhost" for
+// "localhost:8443" (the address it connects to is 127.0.0.1), "::1" for "[::1]:8443".
+std::string written_host(const Endpoint& address) {
+  const std::string_view text = address.text;
+  if (text.starts_with('[')) {
+    const std::size_t close = text.find(']');
+    if (close != std::string_view::npos) return std::string(text.substr(1, close - 1));
+  }
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return address.host;
+  std::string host(text.substr(0, colon));
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return host;
 }
 
 }  // namespace
@@ -134,7 +151,7 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
                                                       std::move(breaker));
             });
         up->weights.push_back(entry.weight);
-        up->hosts.push_back(entry.address.host);
+        up->hosts.push_back(written_host(entry.address));
         up->backends.push_back(std::move(b));
       }
     }

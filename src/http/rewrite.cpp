@@ -309,7 +309,6 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
   const bool have_via = head.has(bit(Field::via));
   // HTTP2-Settings belongs to an h2c upgrade: forwarded with one, dropped otherwise.
   const bool h2c = facts.upgrade && facts.offers_h2c && facts.allow_h2c;
-  bool add_early_data = fwd.early_data;
   for (uint32_t i = 0; i < head.field_count(); ++i) {
     const Field f = head.field_kind(i);
     if (f != Field::other && f != Field::content_length) continue;
@@ -317,7 +316,9 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
     const bool settings = f == Field::other && iequals(name, kHttp2Settings);
     // Content-Length frames the body we forward: never hop-by-hop, whatever Connection says.
     if (settings ? !h2c : f == Field::other && named.names(name)) continue;
-    if (add_early_data && f == Field::other && iequals(name, "Early-Data")) add_early_data = false;
+    // A request that came in early data says so with floodgate's own Early-Data: 1 (RFC 8470
+    // section 5.1): the client's field, whatever its value ("0" too), is not passed on then.
+    if (fwd.early_data && f == Field::other && iequals(name, "Early-Data")) continue;
     out.put(name).put(": ").put(head.field_value(i)).put("\r\n");
   }
   // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
@@ -327,7 +328,7 @@ bool write_request_head(const Parser& head, const RequestFacts& facts, const For
   }
   out.put(fwd.client_ip).put("\r\n");
   out.put(fwd.https ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
-  if (add_early_data) out.put("Early-Data: 1\r\n");
+  if (fwd.early_data) out.put("Early-Data: 1\r\n");
   if (!facts.host.empty()) out.header("X-Forwarded-Host", facts.host);
   out.put("Via: ");
   for (uint32_t i = 0; have_via && i < head.field_count(); ++i) {

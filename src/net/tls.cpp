@@ -103,9 +103,11 @@ struct TlsListener {
                                      [](const auto& e, std::string_view n) { return e.first < n; });
     return it != names.end() && it->first == name ? it->second : nullptr;
   }
-  // The certificate for an SNI name (any case), or the default.
+  // The certificate for an SNI name (any case, one trailing dot ignored as routes ignore it: a
+  // fully qualified "a.test." is "a.test"), or the default.
   const TlsServerConfig::Cert* choose(std::string_view sni) const {
     std::array<char, 256> buf{};
+    if (sni.ends_with('.')) sni.remove_suffix(1);
     if (sni.empty() || sni.size() >= buf.size()) return fallback;
     for (std::size_t i = 0; i < sni.size(); ++i) {
       buf[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(sni[i])));

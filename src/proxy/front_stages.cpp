@@ -70,8 +70,8 @@ class ProtocolStage final : public Stage {
                                : Decision::stop(v.reason, &connect_denied_, 403);
       case Reason::denied_path:
         return Decision::stop(v.reason, &denied_path_);
-      case Reason::too_early:
-        return Decision::stop(v.reason, &too_early_);
+      case Reason::too_early:  // replay protection: enforced in shadow mode too
+        return Decision::stop_always(v.reason, &too_early_);
       default:
         return Decision::stop(v.reason, &authority_mismatch_);
     }

@@ -51,7 +51,7 @@ Decision Chain::run(Exchange& exchange, ReactorMetrics& metrics) const noexcept 
 bool Chain::enforced(Exchange& exchange, const Stage& stage, const Decision& d,
                      ReactorMetrics& metrics) noexcept {
   if (d.verdict != Decision::Verdict::stop) return false;
-  if (stage.mode() == resilience::Mode::enforce) return true;
+  if (stage.mode() == resilience::Mode::enforce || d.always) return true;
   metrics.shadow_rejected(stage.id(), d.reason);
   if (exchange.would_reject == Reason::none) {
     exchange.would_reject = d.reason;

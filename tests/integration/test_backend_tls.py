@@ -57,7 +57,11 @@ class BackendTls(FloodgateTestCase):
         cls.mutual12 = Backend("mutual-1.2", tls=server_context(
             *good, client_ca=ca.cert, maximum=ssl.TLSVersion.TLSv1_2)).start()
         cls.plain = PlainHttpServer()
-        cls.backends = [cls.good, cls.wrong_name, cls.expired, cls.mutual, cls.mutual12]
+        # A certificate for the name "localhost" only, no IP address in it.
+        cls.by_name = Backend("by-name", tls=server_context(*ca.leaf("localhost", ["localhost"])))
+        cls.by_name.start()
+        cls.backends = [cls.good, cls.wrong_name, cls.expired, cls.mutual, cls.mutual12,
+                        cls.by_name]
         tls = {"enabled": True, "ca_file": ca.cert, "server_name": "backend.test"}
         mtls = dict(tls, certificate=cls.client_cert, private_key=cls.client_key)
         cls.fg = cls.start_floodgate(
@@ -68,10 +72,12 @@ class BackendTls(FloodgateTestCase):
              upstream("no-client-cert", [cls.mutual12], tls=tls),
              upstream("plain-backend", [cls.plain.address], tls=tls),
              upstream("unverified", [cls.wrong_name], tls=dict(tls, verify=False)),
-             upstream("retry", [cls.wrong_name, cls.good], tls=tls)],
+             upstream("retry", [cls.wrong_name, cls.good], tls=tls),
+             upstream("by-name", ["localhost:%d" % cls.by_name.port],
+                      tls={"enabled": True, "ca_file": ca.cert})],
             routes=[route(name, path_prefix="/%s/" % name) for name in
                     ("good", "wrong-name", "expired", "mutual", "no-client-cert",
-                     "plain-backend", "unverified", "retry")],
+                     "plain-backend", "unverified", "retry", "by-name")],
             workers=1,
             resilience={"circuit_breaker": {"enabled": False},
                         "retry_budget": {"ratio_percent": 100}})
@@ -95,6 +101,14 @@ class BackendTls(FloodgateTestCase):
         self.assertEqual(r.status, 200, r)
         seen = self.good.wait_for_target("/good/hello")
         self.assertEqual(seen.header("x-forwarded-proto"), "http")
+
+    def test_a_server_written_as_a_name_is_verified_by_that_name(self):
+        # servers = ["localhost:P"] connects to 127.0.0.1 and verifies "localhost", the name it
+        # was written with (its certificate has no IP address). Before, floodgate verified
+        # the address it connected to and refused the certificate.
+        r = self.fg.get("/by-name/hello")
+        self.assertEqual(r.status, 200, r)
+        self.by_name.wait_for_target("/by-name/hello")
 
     def test_pooled_tls_connections_are_reused(self):
         before = self.good.connections_accepted

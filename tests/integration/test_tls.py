@@ -98,6 +98,14 @@ class TlsListeners(FloodgateTestCase):
         with TlsConn(self.fg.tls_port, client_context(), "x.www.a.test") as c:
             self.assertEqual(peer_cn(c), "default.test")
 
+    def test_a_name_with_a_trailing_dot_gets_the_certificate_of_the_name(self):
+        # "a.test." is the fully qualified "a.test", which routes match too; nginx and HAProxy
+        # also pick its certificate. Before, it got the default one.
+        p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.fg.tls_port,
+                            "-servername", "a.test."], input=b"", capture_output=True, timeout=30)
+        out = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertRegex(out, r"subject=.*CN ?= ?a\.test\b", out)
+
     def test_an_unknown_or_missing_name_gets_the_default_certificate(self):
         with TlsConn(self.fg.tls_port, client_context(), "unknown.test") as c:
             self.assertEqual(peer_cn(c), "default.test")
@@ -529,12 +537,45 @@ class TlsEarlyData(EarlyDataClient):
                                              reason="too_early") >= 1,
              what="the 425 counted")
 
+    def test_a_clients_early_data_0_does_not_hide_early_data_from_the_backend(self):
+        out = self.early("zero", b"GET /echo?early-zero HTTP/1.1\r\nHost: early.test\r\n"
+                                 b"Early-Data: 0\r\nConnection: close\r\n\r\n")
+        self.assertIn("Early data was accepted", out)
+        seen = self.backend.wait_for_target("/echo?early-zero")
+        self.assertEqual(seen.header_values("early-data"), ["1"])
+
     def test_a_request_after_the_handshake_carries_no_early_data(self):
         with TlsConn(self.fg.tls_port, client_context(self.ca.cert), "early.test") as c:
             self.assertEqual(c.request("POST", "/echo?after", body=b"x",
                                        host="early.test").status, 200)
         seen = self.backend.wait_for_target("/echo?after")
         self.assertIsNone(seen.header("early-data"))
+
+
+class TlsEarlyDataInShadowMode(EarlyDataClient):
+    """The protocol table in shadow mode observes its traffic rules without enforcing them,
+    but early data's method check is replay protection, not traffic policy: a POST in early
+    data is still answered 425 (before, shadow mode let a replayed POST reach the backend
+    twice)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ca = TestCA()
+        cert, key = cls.ca.leaf("early", ["early.test"], kind="ec")
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     resilience={"protocol": {"allow_0rtt": True,
+                                                              "mode": "shadow"}},
+                                     tls=[{"certificate": cert, "private_key": key}])
+
+    def test_a_post_in_early_data_is_answered_425_in_shadow_mode_too(self):
+        out = self.early("shadow-post", b"POST /echo?shadow-post HTTP/1.1\r\n"
+                                        b"Host: early.test\r\nContent-Length: 5\r\n"
+                                        b"Connection: close\r\n\r\nhello")
+        self.assertIn("Early data was accepted", out)
+        self.assertIn("HTTP/1.1 425 Too Early", out)
+        self.assertEqual([r for r in self.backend.snapshot() if "shadow-post" in r.target], [])
 
 
 class TlsEarlyDataOff(EarlyDataClient):

@@ -71,6 +71,9 @@ struct Decision {
   // ("Name: value\r\n", the stage's, alive as long as its generation) written into the answer.
   uint32_t retry_after = 0;
   std::string_view extra{};
+  // stop: enforced whatever the stage's mode. A security rule (early data's replay protection)
+  // is not traffic policy, so shadow mode does not lift it.
+  bool always = false;
 
   static constexpr Decision go() noexcept { return {}; }
   static constexpr Decision wait(std::chrono::milliseconds deadline = {},
@@ -86,6 +89,10 @@ struct Decision {
   static constexpr Decision stop_built(Reason reason, uint32_t retry_after,
                                        std::string_view extra) noexcept {
     return {Verdict::stop, reason, 0, nullptr, {}, retry_after, extra};
+  }
+  // A stop enforced in shadow mode too (`always`).
+  static constexpr Decision stop_always(Reason reason, const PrebuiltAnswer* answer) noexcept {
+    return {Verdict::stop, reason, 0, answer, {}, 0, {}, true};
   }
 };
 

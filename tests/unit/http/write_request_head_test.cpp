@@ -263,6 +263,15 @@ TEST(WriteRequestHead, AnEarlyDataFieldFromTheClientIsForwardedOnceAndNeverRemov
   EXPECT_EQ(Forwarded(request).values("Early-Data"), Values{"1"});
 }
 
+TEST(WriteRequestHead, AClientsEarlyData0NeverHidesThatTheRequestCameInEarlyData) {
+  const ForwardInfo early{.client_ip = "10.0.0.9", .request_id = "r", .early_data = true};
+  const std::string_view request =
+      "GET / HTTP/1.1\r\nHost: h\r\nEarly-Data: 0\r\nEarly-Data: 0\r\n\r\n";
+  EXPECT_EQ(Forwarded(request, early).values("Early-Data"), Values{"1"});
+  // After the handshake the field is the client's business, passed on as it came.
+  EXPECT_EQ(Forwarded(request).values("Early-Data"), (Values{"0", "0"}));
+}
+
 TEST(OptionsResponse, IsA200WithAllowAndAnEmptyBody) {
   for (const bool close : {false, true}) {
     testing::Message m(Parser::Kind::response, options_response(close));
