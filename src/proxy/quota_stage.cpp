@@ -535,6 +535,8 @@ std::shared_ptr<const Quota> build_quota(const resilience::QuotaParams& params,
     q->link.command_timeout = b.command_timeout;
     q->link.script = std::string(kScript);
     q->link.max_pending = std::min<uint32_t>(b.max_inflight, 65536);
+    // Every reactor's link to this Redis shares one throttle: one failure line a second in all.
+    q->link.failure_log = std::make_shared<SharedLogThrottle>();
     q->inflight = state->inflight(b.max_inflight);
     q->link_key = state->link_key(q->link, q->inflight.get());
   }

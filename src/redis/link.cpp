@@ -9,9 +9,14 @@
 // last; a drain completes only the entries that were there when it began (by sequence number),
 // since a Done may have drained them already or pushed new ones; and the read loop stops when the
 // connection it parses for is no longer the link's. Nothing completes inside eval() or cancel().
+//
+// The process log. Failures and recoveries are logged where they happen (failed_connect, lost,
+// ready), before any call completes; a call answered never reaches them, so the path of a
+// healthy link neither formats nor allocates for the log.
 #include "floodgate/redis/link.h"
 
 #include <openssl/evp.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
@@ -67,6 +72,15 @@ void sha1_hex(std::string_view text, char (&out)[40]) noexcept {
   }
 }
 
+// "10.0.0.5:6379", "[2001:db8::5]:6379", with " db 2" when the link SELECTs a db.
+std::string server_name(const LinkParams& p) {
+  const auto& a = p.server.address();
+  std::string name = a.is_v6() ? '[' + a.to_string() + ']' : a.to_string();
+  name += ':' + std::to_string(p.server.port());
+  if (p.db != 0) name += " db " + std::to_string(p.db);
+  return name;
+}
+
 }  // namespace
 
 class LinkImpl;
@@ -101,7 +115,8 @@ class LinkImpl {
         stats_(stats),
         ring_(link.params_.max_pending + kInternalEntries),
         in_(kLimits.max_reply_bytes() + kReadBatch),
-        timer_([](void* self) { static_cast<LinkImpl*>(self)->on_timer(); }, this) {
+        timer_([](void* self) { static_cast<LinkImpl*>(self)->on_timer(); }, this),
+        name_(server_name(link.params_)) {
     for (auto& b : out_) b.resize(kOutBytes);
   }
   ~LinkImpl() {
@@ -212,19 +227,20 @@ class LinkImpl {
   // --- completions of the connection ---
 
   void on_connected(const ErrorCode& ec) {
-    if (ec) return failed_connect(CallStatus::unavailable);
+    if (ec) return failed_connect(CallStatus::unavailable, "connect failed", ec.message());
     connected_ = true;
     read_more();
     flush();
   }
   void on_written(const ErrorCode& ec) {
     writing_ = false;
-    if (ec) return lost(CallStatus::unavailable);
+    if (ec) return lost(CallStatus::unavailable, "writing to it failed", ec.message());
     flush();
   }
   void on_read(const ErrorCode& ec, std::size_t n) {
     reading_ = false;
-    if (ec || n == 0) return lost(CallStatus::unavailable);
+    if (ec) return lost(CallStatus::unavailable, "the connection failed", ec.message());
+    if (n == 0) return lost(CallStatus::unavailable, "Redis closed the connection");
     in_len_ += n;
     const LinkConn* const conn = conn_.get();  // a Done may end this connection, or replace it
     const ReplyParser parser(kLimits);
@@ -233,7 +249,9 @@ class LinkImpl {
       Reply reply;
       const Parsed p = parser.parse({in_.data() + used, in_len_ - used}, reply);
       if (p.status == ParseStatus::need_more) break;
-      if (p.status == ParseStatus::protocol_error) return lost(CallStatus::error);
+      if (p.status == ParseStatus::protocol_error) {
+        return lost(CallStatus::error, "a reply broke the Redis protocol (RESP)");
+      }
       used += p.consumed;
       on_reply(reply);
       if (conn_.get() != conn) return;  // the connection is gone: its bytes with it
@@ -270,45 +288,64 @@ class LinkImpl {
     load_seq_ = ring_.last_seq();
     stats_.script_loads.add();
     wheel_.schedule(timer_, deadline);
-    if (!ok) return failed_connect(CallStatus::error);  // a script larger than the buffer
+    if (!ok) {  // a script larger than the buffer
+      return failed_connect(CallStatus::error, "the handshake does not fit the output buffer");
+    }
     conn_->connect(p_.server, [](net::StreamOwner& o, const ErrorCode& ec, std::size_t) {
       if (LinkImpl* impl = static_cast<LinkConn&>(o).impl) impl->on_connected(ec);
     });
   }
 
-  // The connect or the handshake failed: the breaker opens, then what waited fails.
-  void failed_connect(CallStatus status) {
+  // The connect or the handshake failed: the breaker opens, then what waited fails. `what`
+  // and `why` say what failed for the log.
+  void failed_connect(CallStatus status, std::string_view what, std::string_view why = {}) {
     const uint64_t last = ring_.last_seq();
     stats_.connect_failures.add();
     ++failures_;
     drop_conn();
     set_state(LinkState::backoff);
-    wheel_.schedule(timer_, clock_.now() + backoff_after(failures_));
+    const std::chrono::milliseconds backoff = backoff_after(failures_);
+    wheel_.schedule(timer_, clock_.now() + backoff);
+    char next[48];
+    *fmt::format_to_n(next, sizeof next - 1, "next connect in {} ms", backoff.count()).out = '\0';
+    log_failure(what, why, next);
     drain(last, status);
   }
 
   // The connection went while the link was ready (or was being made: then the connect failed).
   // Redis closed it or reset it (unavailable): reconnect at once and queue calls behind it. A
   // stall (timeout) or a broken reply (error): reconnect at once as a probe, refusing calls.
-  void lost(CallStatus status) {
-    if (link_.state_ != LinkState::ready) return failed_connect(status);
+  void lost(CallStatus status, std::string_view what, std::string_view why = {}) {
+    if (link_.state_ != LinkState::ready) return failed_connect(status, what, why);
     const uint64_t last = ring_.last_seq();
     stats_.disconnects.add();
     probing_ = status != CallStatus::unavailable;
+    log_failure(what, why, "reconnecting now");
     connect();
     drain(last, status);
   }
 
   void on_timer() {
     switch (link_.state_) {
-      case LinkState::connecting:  // connect_timeout passed before the link was ready
-        return failed_connect(CallStatus::unavailable);
+      case LinkState::connecting: {  // connect_timeout passed before the link was ready
+        char why[64];
+        *fmt::format_to_n(why, sizeof why - 1, "connect_timeout, {} ms", p_.connect_timeout.count())
+             .out = '\0';
+        return failed_connect(
+            CallStatus::unavailable,
+            connected_ ? "the handshake was not answered in time" : "connect timed out", why);
+      }
       case LinkState::backoff:  // the backoff has passed: one connect, the probe
         probing_ = true;
         return connect();
       case LinkState::ready:
         if (ring_.size() != 0 && ring_.earliest_deadline() <= clock_.now()) {
-          return lost(CallStatus::timeout);
+          char why[96];
+          *fmt::format_to_n(why, sizeof why - 1,
+                            "command_timeout, {} ms; {} call(s) in flight failed",
+                            p_.command_timeout.count(), calls_)
+               .out = '\0';
+          return lost(CallStatus::timeout, "stalled: no reply in time", why);
         }
         return arm_deadline();
       case LinkState::idle:
@@ -325,6 +362,12 @@ class LinkImpl {
     set_state(LinkState::ready);
     failures_ = 0;
     probing_ = false;
+    if (down_failures_ != 0) {
+      const std::chrono::duration<double> down = clock_.now() - down_since_;
+      spdlog::info("Redis at {} is reachable again after {} failure(s) over {:.1f} s", name_,
+                   down_failures_, down.count());
+      down_failures_ = 0;
+    }
     // What is left are the calls queued behind the connect, sent with the handshake.
     ring_.restamp(clock_.now() + p_.command_timeout);
     arm_deadline();
@@ -334,17 +377,20 @@ class LinkImpl {
 
   // One reply, for the ring's head.
   void on_reply(const Reply& reply) {
-    if (ring_.size() == 0) return lost(CallStatus::error);  // a reply nobody asked for
+    if (ring_.size() == 0) return lost(CallStatus::error, "Redis sent a reply nobody asked for");
     const Entry e = ring_.pop();
     const bool error = reply.type() == ReplyType::error;
     switch (e.kind) {
-      case Kind::auth:
+      case Kind::auth:  // Redis's error text never holds the password
+        if (error) failed_connect(CallStatus::error, "AUTH failed", reply.value.text);
+        return;
       case Kind::select:
-        if (error) failed_connect(CallStatus::error);
+        if (error) failed_connect(CallStatus::error, "SELECT failed", reply.value.text);
         return;
       case Kind::load:
+        if (error) return failed_connect(CallStatus::error, "SCRIPT LOAD failed", reply.value.text);
         if (reply.type() != ReplyType::bulk_string || reply.value.text != link_.script_sha()) {
-          return failed_connect(CallStatus::error);
+          return failed_connect(CallStatus::error, "SCRIPT LOAD answered a wrong SHA-1");
         }
         return ready();
       case Kind::reload:  // an error shows as the resent call's second NOSCRIPT
@@ -436,6 +482,25 @@ class LinkImpl {
     in_len_ = 0;
   }
 
+  // A failure for the process log: counted towards the recovery line, and written unless a line
+  // for this Redis was written less than a second ago (then the next one counts it). `then` is
+  // what the link does next.
+  void log_failure(std::string_view what, std::string_view why, std::string_view then) {
+    const TimePoint now = clock_.now();
+    if (down_failures_++ == 0) down_since_ = now;
+    const uint64_t count = failure_log_->occurred(now);
+    if (count == 0) return;
+    char more[64] = "";
+    if (count > 1) {
+      *fmt::format_to_n(more, sizeof more - 1, "; {} more like it since the last line", count - 1)
+           .out = '\0';
+    }
+    spdlog::warn(
+        "Redis at {}: {}{}{}{}; quota decisions follow backend_failure_policy until it is back; "
+        "{}{}",
+        name_, what, why.empty() ? "" : " (", why, why.empty() ? "" : ")", then, more);
+  }
+
   Submit refuse(Submit why) noexcept {
     stats_.refused.add();
     return why;
@@ -463,6 +528,11 @@ class LinkImpl {
   std::vector<char> in_;
   std::size_t in_len_ = 0;
   TimerWheel::Entry timer_;
+  std::string name_;  // the server, for the log (server_name)
+  std::shared_ptr<SharedLogThrottle> failure_log_ =
+      p_.failure_log ? p_.failure_log : std::make_shared<SharedLogThrottle>();
+  uint32_t down_failures_ = 0;  // failures logged or counted since the link was last ready
+  TimePoint down_since_{};      // the first of them
 };
 
 Call::~Call() {

@@ -5,7 +5,7 @@ X-Floodgate-Quota; a denial counts in no window; identities must resolve; shadow
 order and the stop rule; two floodgate processes sharing one Redis enforce one quota; Redis
 killed (fail_open, fail_closed, local_fallback) and restarted; Redis stopped with SIGSTOP
 (backend_timeout after command_timeout, nothing waits longer); SCRIPT FLUSH; a reload under load;
-the in-memory backend's bound.
+the in-memory backend's bound; the process log's lines for the link's failures and recoveries.
 
 Timing. Windows are hours long (burst "1h", sustained "24h"), so no window ends while a test runs
 unless the test starts within seconds of a wall-clock hour (Redis's TIME places the windows):
@@ -29,23 +29,28 @@ HOUR = 3600
 class RedisServer:
     """A redis-server of the tests' own on 127.0.0.1 and an ephemeral port."""
 
-    def __init__(self):
+    def __init__(self, *options, start=True):
+        """`options` go to redis-server as they are ("--requirepass", "x"); with start=False the
+        port is chosen but nothing listens on it until start()."""
         self.port = free_port()
+        self.options = list(options)
         self.proc = None
-        self.start()
+        if start:
+            self.start()
 
     def start(self):
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no"],
+             "--appendonly", "no", "--daemonize", "no", *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         poll(self.answers, timeout=10, what="redis-server answering PING")
 
     def answers(self):
+        """Whether it answers PING (+PONG, or NOAUTH behind a password): it is listening."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                 s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
+                return s.recv(16).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
             return False
 
@@ -370,6 +375,65 @@ class RedisFailures(QuotaTestCase):
             self.redis.proc.send_signal(signal.SIGCONT)
         self.recovered()
         self.assertGreater(self.metric("floodgate_quota_redis_timeouts_total"), 0)
+
+
+class RedisLinkLog(QuotaTestCase):
+    """The process log says why the quota's answers are 503s (issue 35). Before, a wrong
+    password, a Redis that could not be reached, or one that stalled turned every quota decision
+    into the failure policy's answer and nothing was logged: the operator saw 503s
+    backend_error / backend_unavailable and had to guess."""
+
+    fg = None
+
+    def tearDown(self):
+        for r in getattr(self, "servers", []):
+            if r.proc is not None and r.proc.poll() is None:
+                r.kill()
+        if self.fg is not None:
+            self.fg.stop()
+            self.fg.cleanup()
+            self.fg = None
+
+    def start_with(self, url):
+        self.app = Backend("app").start()
+        self.addCleanup(self.app.stop)
+        self.fg = self.start_floodgate([upstream("app", [self.app])], resilience={"quota": quota(
+            [policy("p", burst=2)], backend_failure_policy="fail_closed",
+            backend={"kind": "redis", "url": url, "command_timeout": "100ms"})})
+
+    def log(self):
+        return self.fg.stderr_bytes().decode("utf-8", "replace")
+
+    def test_a_wrong_password_is_logged_with_redis_s_reason_and_not_the_password(self):
+        redis = RedisServer("--requirepass", "the-right-one")
+        self.servers = [redis]
+        self.start_with("redis://:not-the-password-42@127.0.0.1:%d/0" % redis.port)
+        r = self.send("w")
+        self.assertEqual(r.status, 503, r)
+        self.assertIn(r.header("x-floodgate-reason"), ("backend_error", "backend_unavailable"), r)
+        where = "Redis at 127.0.0.1:%d: AUTH failed (" % redis.port
+        line = poll(lambda: [l for l in self.log().splitlines() if where in l],
+                    what="the AUTH failure in the log")[0]
+        self.assertTrue("WRONGPASS" in line or "invalid password" in line, line)
+        self.assertIn("backend_failure_policy", line)
+        self.assertIn("next connect in", line)
+        self.assertNotIn("not-the-password-42", self.log())
+        self.assertNotIn("the-right-one", self.log())
+
+    def test_an_unreachable_redis_is_logged_then_its_recovery(self):
+        redis = RedisServer(start=False)
+        self.servers = [redis]
+        self.start_with(redis.url())
+        self.assertEqual(self.send("u").status, 503)
+        where = "Redis at 127.0.0.1:%d: connect failed (" % redis.port
+        poll(lambda: where in self.log(), what="the connect failure in the log")
+        self.assertNotIn("reachable again", self.log())
+        redis.start()  # the link's next probe finds it by itself
+        line = poll(lambda: [l for l in self.log().splitlines()
+                             if "Redis at 127.0.0.1:%d is reachable again after" % redis.port in l],
+                    timeout=15, what="the recovery line")[0]
+        self.assertRegex(line, r"after \d+ failure\(s\) over \d+\.\d s")
+        self.assertEqual(self.send("u").status, 200)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@
 //     after Redis closed a healthy connection) queues calls behind the connect.
 //   - A reply that breaks RESP (ReplyParser's protocol_error) closes the connection: the calls in
 //     flight complete with CallStatus::error, and the link reconnects as after a failure.
+//   - The process log: each failure above (and Redis closing a ready connection) is a warning
+//     naming the server, what failed and why (the system's reason, or Redis's own error reply:
+//     it never holds the password, which is never logged), and what the link does next; at most
+//     one line per second for the links that share LinkParams::failure_log (every reactor's),
+//     saying how many it stands for. The first time the link is ready again it logs one line
+//     saying so, with how many failures and how long it was down. A call answered logs nothing.
 //
 // Thread-safety: the link and its calls belong to one reactor thread. LinkStats may be read from
 // any thread (relaxed atomics). The process-wide in-flight count is shared by every reactor's
@@ -43,6 +49,7 @@
 #include <string_view>
 
 #include "floodgate/core/clock.h"
+#include "floodgate/core/shared_log_throttle.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/metrics/counter.h"
 #include "floodgate/metrics/histogram.h"
@@ -65,6 +72,10 @@ struct LinkParams {
   std::string script;  // the Lua source every call runs (EVALSHA of its SHA-1)
   // Calls this link holds at most (queued or in flight); the ring's size.
   uint32_t max_pending = 1024;
+  // Throttles the failure lines of every link made from these params (a copy shares it), so
+  // that one Redis down is one line a second however many reactors there are. Null: the link
+  // gets one of its own.
+  std::shared_ptr<SharedLogThrottle> failure_log;
 };
 
 // Commands in flight on every link of the process (quota.backend.max_inflight): an eval() past
