@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,9 @@
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
+#include <cerrno>
+#include <cstring>
+#include <list>
 #include <stdexcept>
 #include <string_view>
 
@@ -83,10 +88,43 @@ bool is_resource_shortage(const error_code& ec) {
          (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM);
 }
 
+// Reads and drops what the client has sent so far, without waiting and at most 16 KiB, so that
+// the close sends FIN rather than a reset (which could destroy an answer written before it).
+void drop_unread(asio::generic::stream_protocol::socket& s, error_code& ec) {
+  s.non_blocking(true, ec);
+  std::array<char, 1024> drop{};
+  for (int i = 0; i < 16 && !ec; ++i) s.read_some(asio::buffer(drop), ec);
+}
+
+// Whether a process accepts connections on the UNIX socket file `path`: a socket file left by
+// a floodgate that did not exit cleanly refuses them (nothing listens there any more).
+bool socket_is_served(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return false;  // bind() says why
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw boost::system::system_error(error_code(errno, boost::system::system_category()),
+                                      "socket");
+  }
+  const int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int e = errno;
+  ::close(fd);
+  // EAGAIN: a process listens there but its queue of connections to accept is full.
+  if (r == 0 || e == EAGAIN || e == EINPROGRESS) return true;
+  if (e == ECONNREFUSED || e == ENOENT) return false;
+  throw boost::system::system_error(error_code(e, boost::system::system_category()),
+                                    "connect to " + path);
+}
+
 }  // namespace
 
 struct AdminServer::Occupancy {
   std::size_t open = 0;
+  // The open connections whose request head is not complete yet, oldest first: those a new
+  // connection may take the place of at max_connections.
+  std::list<Connection*> waiting;
 };
 
 // One admin request on its own connection, in phases; each phase but `handler` has a deadline.
@@ -101,8 +139,12 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
         occupancy_(std::move(o)),
         buffer_(p.max_head) {  // a bound, not an allocation: the buffer grows as bytes arrive
     ++occupancy_->open;
+    waiting_ = occupancy_->waiting.insert(occupancy_->waiting.end(), this);
   }
-  ~Connection() { --occupancy_->open; }
+  ~Connection() {
+    unlist();
+    release();
+  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -113,10 +155,20 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
         [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_head(ec, n); });
   }
 
+  // Closes the connection, whose head is not complete, to make room for a new one: what the
+  // client sent is dropped first so that it reads the end of the connection, not a reset.
+  void evict() {
+    error_code ignored;
+    socket_.cancel(ignored);  // the read completes with operation_aborted, in a phase left
+    drop_unread(socket_, ignored);
+    finish();
+  }
+
  private:
   enum class Phase { head, body, handler, write, linger, done };
 
   void arm(Phase phase, std::chrono::milliseconds after) {
+    if (phase != Phase::head) unlist();
     phase_ = phase;
     timer_.expires_after(after);
     timer_.async_wait([self = shared_from_this(), phase](const error_code& ec) {
@@ -238,6 +290,7 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
   }
 
   void route() {
+    unlist();
     phase_ = Phase::handler;  // no deadline: the handler answers (an activation, later)
     timer_.cancel();
     const std::string_view path = request_.path;
@@ -302,10 +355,26 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
   }
 
   void finish() {
+    unlist();
     phase_ = Phase::done;
     timer_.cancel();
     error_code ignored;
     socket_.close(ignored);
+    release();  // the descriptor is closed: the slot is free for the next connection
+  }
+
+  // Once the head is complete (or the connection ends), a new connection no longer takes its
+  // place.
+  void unlist() {
+    if (!listed_) return;
+    occupancy_->waiting.erase(waiting_);
+    listed_ = false;
+  }
+
+  void release() {
+    if (released_) return;
+    --occupancy_->open;
+    released_ = true;
   }
 
   Socket socket_;
@@ -313,6 +382,9 @@ class AdminServer::Connection : public std::enable_shared_from_this<Connection> 
   const Handlers& handlers_;
   const Params params_;
   const std::shared_ptr<Occupancy> occupancy_;  // this connection's slot
+  std::list<Connection*>::iterator waiting_;    // its place in occupancy_->waiting, if listed_
+  bool listed_ = true;
+  bool released_ = false;  // its slot given back
   Phase phase_ = Phase::head;
   asio::streambuf buffer_;  // the head, and the body bytes read with it
   Request request_;
@@ -339,8 +411,8 @@ AdminServer::AdminServer(asio::io_context& io, const Listen& at, Handlers h, con
     acceptor_.set_option(asio::socket_base::reuse_address(true));
     acceptor_.bind(ep);
   } else {
-    // A socket file left by a floodgate that did not exit cleanly is replaced; a file of any
-    // other kind is not floodgate's to remove.
+    // A socket file left by a floodgate that did not exit cleanly is replaced; a socket some
+    // process still serves, or a file of any other kind, is not floodgate's to remove.
     struct stat st {};
     if (::lstat(at.unix_path.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) {
@@ -348,12 +420,24 @@ AdminServer::AdminServer(asio::io_context& io, const Listen& at, Handlers h, con
             "the path holds a file that is not a socket (floodgate replaces only a stale socket "
             "file); remove it or choose another path");
       }
+      if (socket_is_served(at.unix_path)) {
+        throw std::runtime_error("another floodgate (or another program) is listening on unix:" +
+                                 at.unix_path + "; stop it or choose another admin.listen");
+      }
       ::unlink(at.unix_path.c_str());
     }
     const asio::generic::stream_protocol::endpoint ep(
         asio::local::stream_protocol::endpoint(at.unix_path));
     acceptor_.open(ep.protocol());
     acceptor_.bind(ep);
+    // Which file is ours: at exit the path is removed only if it still names it (another
+    // process may have replaced it since).
+    if (::lstat(at.unix_path.c_str(), &st) != 0) {
+      throw boost::system::system_error(error_code(errno, boost::system::system_category()),
+                                        "stat " + at.unix_path);
+    }
+    unix_dev_ = static_cast<uint64_t>(st.st_dev);
+    unix_ino_ = static_cast<uint64_t>(st.st_ino);
     unix_path_ = at.unix_path;
     if (::chmod(at.unix_path.c_str(), static_cast<mode_t>(at.mode)) != 0) {
       const int e = errno;
@@ -367,7 +451,13 @@ AdminServer::AdminServer(asio::io_context& io, const Listen& at, Handlers h, con
 }
 
 AdminServer::~AdminServer() {
-  if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+  if (unix_path_.empty()) return;
+  struct stat st {};
+  if (::lstat(unix_path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+      static_cast<uint64_t>(st.st_dev) == unix_dev_ &&
+      static_cast<uint64_t>(st.st_ino) == unix_ino_) {
+    ::unlink(unix_path_.c_str());
+  }
 }
 
 uint16_t AdminServer::port() const {
@@ -419,6 +509,17 @@ void AdminServer::on_accept(const error_code& ec, Socket s) {
                    accept_log_.take());
       accepting_ = true;
     }
+    if (occupancy_->open >= params_.max_connections && !occupancy_->waiting.empty()) {
+      // The oldest connection still without a complete head makes room, so that idle or slow
+      // clients cannot keep out a balancer's health check.
+      occupancy_->waiting.front()->evict();
+      if (evict_log_.occurred(now)) {
+        spdlog::debug(
+            "admin listener: {} connection(s) without a complete request head closed to make "
+            "room for new ones (at most {} open)",
+            evict_log_.take(), params_.max_connections);
+      }
+    }
     if (occupancy_->open >= params_.max_connections) {
       refuse(s);
     } else {
@@ -433,9 +534,7 @@ void AdminServer::on_accept(const error_code& ec, Socket s) {
 void AdminServer::refuse(Socket& s) {
   ++refused_;
   error_code ec;
-  s.non_blocking(true, ec);
-  std::array<char, 1024> drop{};
-  for (int i = 0; i < 16 && !ec; ++i) s.read_some(asio::buffer(drop), ec);
+  drop_unread(s, ec);
   s.write_some(asio::buffer(kRefusal), ec);
   s.shutdown(asio::socket_base::shutdown_send, ec);
   s.close(ec);

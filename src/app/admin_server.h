@@ -5,7 +5,10 @@
 //
 // One request per connection (Connection: close), so there is no keep-alive and no idle
 // deadline. Everything a client can make floodgate hold is bounded (Params):
-//   - at most `max_connections` open at once; the next one is answered 503 at once and closed;
+//   - at most `max_connections` open at once; the next one takes the place of the oldest one
+//     whose request head is not complete yet (closed), so that idle or slow clients cannot keep
+//     a balancer's health check out; when every open one has a complete head, it is answered
+//     503 at once and closed;
 //   - a request head of at most `max_head` bytes (431), complete within `head_timeout` (408);
 //   - the token is checked as soon as the head is complete: a request other than GET or HEAD
 //     without it gets 401 (or 403 when it would change floodgate and no token is configured)
@@ -93,8 +96,9 @@ class AdminServer {
   };
 
   // Where it listens: a TCP address, or a UNIX socket (`unix_path` not empty) created with
-  // file mode `mode` (a stale socket file left by a crash is replaced; anything else there is
-  // an error) and removed when the server goes.
+  // file mode `mode` (a stale socket file left by a crash is replaced; a socket that a process
+  // serves, or a file of another kind, is an error) and removed when the server goes, unless
+  // the path names another file by then.
   struct Listen {
     boost::asio::ip::tcp::endpoint tcp;
     std::string unix_path;
@@ -102,7 +106,7 @@ class AdminServer {
   };
 
   // Binds and listens; throws boost::system::system_error on failure (std::runtime_error when
-  // the UNIX socket's path holds a file that is not a socket).
+  // the UNIX socket's path holds a file that is not a socket, or a socket a process serves).
   AdminServer(boost::asio::io_context& io, const Listen& at, Handlers h,
               const Params& p = Params{});
   AdminServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& at, Handlers h,
@@ -118,7 +122,7 @@ class AdminServer {
   uint16_t port() const;
   // Connections open now (each holds a slot until it is closed).
   std::size_t open_connections() const;
-  // Connections answered 503 because `max_connections` were open.
+  // Connections answered 503 because `max_connections` were open, each with a complete head.
   uint64_t refused_connections() const { return refused_; }
 
   // The control API's rule (docs/operations.md). With a token configured, every request but GET
@@ -145,7 +149,9 @@ class AdminServer {
 
   boost::asio::io_context& io_;
   boost::asio::basic_socket_acceptor<boost::asio::generic::stream_protocol> acceptor_;
-  std::string unix_path_;            // the socket file to remove, when on a UNIX socket
+  std::string unix_path_;  // the socket file to remove, when on a UNIX socket
+  uint64_t unix_dev_ = 0;  // its device and inode: removed only while they match
+  uint64_t unix_ino_ = 0;
   boost::asio::steady_timer retry_;  // accept back-off when out of descriptors or memory
   Handlers handlers_;
   Params params_;
@@ -155,6 +161,7 @@ class AdminServer {
   uint64_t refused_ = 0;
   bool accepting_ = true;  // false from an accept failure to the next success (for the log)
   LogThrottle accept_log_{std::chrono::seconds(1)};
+  LogThrottle evict_log_{std::chrono::seconds(10)};  // connections closed to make room
 };
 
 }  // namespace floodgate::app

@@ -1,7 +1,8 @@
 """The admin listener on a UNIX socket (admin.listen = "unix:/path", HAProxy's stats socket): the
 control API and metrics answer over it, the socket file gets admin.socket_mode, file permissions
 decide who may change the configuration (no token needed), a stale socket left by a crash is
-replaced, and the file goes when floodgate exits."""
+replaced, a socket another process serves is not, and the file goes when floodgate exits (unless
+it is no longer floodgate's)."""
 
 import os
 import shutil
@@ -103,6 +104,37 @@ class AdminOnAUnixSocket(unittest.TestCase):
         self.stop()
         self.assertEqual(self.proc.returncode, 0, self.stderr())
         self.assertFalse(os.path.exists(self.sock))
+
+    def test_a_second_floodgate_on_a_served_socket_fails_and_the_first_keeps_it(self):
+        self.start()
+        second = dict(self.cfg, server={"listen": ["127.0.0.1:%d" % free_port()], "workers": 1})
+        second_path = os.path.join(self.dir, "second.toml")
+        with open(second_path, "w") as f:
+            f.write(render_toml(second))
+        p = subprocess.run([floodgate_bin(), "-c", second_path], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(b"another floodgate (or another program) is listening on unix:" +
+                      self.sock.encode() + b"; stop it or choose another admin.listen", p.stderr)
+        self.assertEqual(unix_request(self.sock, "GET", "/healthz")[0], 200)
+        self.stop()
+        self.assertEqual(self.proc.returncode, 0, self.stderr())
+        self.assertFalse(os.path.exists(self.sock))
+
+    def test_a_socket_that_replaced_floodgates_is_not_removed_at_exit(self):
+        self.start()
+        os.unlink(self.sock)
+        other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(other.close)
+        other.bind(self.sock)
+        other.listen()
+        self.stop()
+        self.assertEqual(self.proc.returncode, 0, self.stderr())
+        self.assertTrue(stat.S_ISSOCK(os.lstat(self.sock).st_mode))
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(probe.close)
+        probe.settimeout(TIMEOUT)
+        probe.connect(self.sock)  # still the other program's, listening
 
     def test_a_file_that_is_not_a_socket_is_not_removed_and_start_fails(self):
         with open(self.sock, "w") as f:

@@ -154,10 +154,11 @@ TEST_F(AdminServerTest, ABodyNotCompleteBeforeTheDeadlineIsAnswered408) {
   EXPECT_EQ(control_calls_.load(), 0);
 }
 
-TEST_F(AdminServerTest, AConnectionBeyondTheLimitIsAnswered503AtOnce) {
+TEST_F(AdminServerTest, AConnectionBeyondTheLimitIsAnswered503WhenEveryOpenOneHasItsHead) {
   start(AdminParams{.max_connections = 1});
-  auto held = connect();
-  asio::write(held, asio::buffer(std::string_view("GET /healthz HTTP/1.1\r\n")));
+  auto held = connect();  // a complete head, its body still to come
+  asio::write(held, asio::buffer("POST /config/validate HTTP/1.1\r\nAuthorization: Bearer " +
+                                 std::string(kToken) + "\r\nContent-Length: 10\r\n\r\n"));
   ASSERT_TRUE(wait_for_open_connections(1));
   const std::string answer = exchange("GET /healthz HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 503 ")) << answer;
@@ -165,6 +166,22 @@ TEST_F(AdminServerTest, AConnectionBeyondTheLimitIsAnswered503AtOnce) {
   held.close();
   ASSERT_TRUE(wait_for_open_connections(0));
   EXPECT_TRUE(exchange("GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+}
+
+TEST_F(AdminServerTest, ANewConnectionTakesThePlaceOfTheOldestOneWithoutACompleteHead) {
+  start(AdminParams{.max_connections = 2});
+  auto oldest = connect();
+  asio::write(oldest, asio::buffer(std::string_view("GET /healthz HTTP/1.1\r\n")));
+  ASSERT_TRUE(wait_for_open_connections(1));
+  auto idle = connect();  // sends nothing
+  ASSERT_TRUE(wait_for_open_connections(2));
+  EXPECT_TRUE(exchange("GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  char byte = 0;
+  boost::system::error_code ec;
+  EXPECT_EQ(oldest.read_some(asio::buffer(&byte, 1), ec), 0U);
+  EXPECT_EQ(ec, asio::error::eof);  // closed without an answer, and without a reset
+  asio::write(idle, asio::buffer(std::string_view("GET /healthz HTTP/1.1\r\n\r\n")));
+  EXPECT_TRUE(read_all(idle).starts_with("HTTP/1.1 200 "));
 }
 
 TEST_F(AdminServerTest, AnUnauthorizedPostIsAnswered401AndItsBodyIsNeverRead) {
