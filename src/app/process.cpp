@@ -36,6 +36,7 @@ int Process::start() {
   for (const Endpoint& e : start_.server.listen) {
     try {
       auto at = to_tcp(e);
+      proxy::Reactor::ensure_unused(at);
       // Every reactor binds the same address (SO_REUSEPORT); port 0 is resolved by the first.
       for (auto& r : reactors_) at = r->listen(at, e.text);
       spdlog::info("listening on {}", at.address().to_string() + ":" + std::to_string(at.port()));

@@ -97,6 +97,7 @@ bool Process::apply_listeners(const config::Config& next, std::string& error) {
     std::vector<int> fds;
     try {
       auto at = to_tcp(e);
+      proxy::Reactor::ensure_unused(at);
       for (std::size_t i = 0; i < reactors_.size(); ++i) {
         boost::asio::ip::tcp::endpoint bound;
         fds.push_back(proxy::Reactor::open_listener(at, bound));

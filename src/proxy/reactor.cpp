@@ -341,6 +341,17 @@ void Reactor::housekeep(bool trim) {
   if (redis) quota_links_->link(*quota);
 }
 
+void Reactor::ensure_unused(const asio::ip::tcp::endpoint& at) {
+  if (at.port() == 0) return;  // the kernel picks a free one
+  asio::io_context setup;
+  asio::ip::tcp::acceptor probe(setup);
+  probe.open(at.protocol());
+  probe.set_option(asio::socket_base::reuse_address(true));  // TIME_WAIT does not count
+  error_code ec;
+  probe.bind(at, ec);
+  if (ec == asio::error::address_in_use) throw boost::system::system_error(ec);
+}
+
 int Reactor::open_listener(const asio::ip::tcp::endpoint& at, asio::ip::tcp::endpoint& bound) {
   asio::io_context setup;  // Asio for the set-up calls; the socket then goes to a poller
   asio::ip::tcp::acceptor acceptor(setup);

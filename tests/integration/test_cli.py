@@ -126,6 +126,26 @@ class CommandLine(unittest.TestCase):
         self.assertNotIn("[system:", err)
         self.assertNotIn(".hpp", err)
 
+    def test_a_port_another_process_shares_with_so_reuseport_is_in_use_too(self):
+        # floodgate's reactors bind with SO_REUSEPORT, which the kernel lets a second process
+        # of the same user share: a second floodgate would take half the connections of the
+        # first without a word. It is refused like any other address in use.
+        blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            blocker.bind(("127.0.0.1", 0))
+            blocker.listen(1)
+            port = blocker.getsockname()[1]
+            path = self.write_config(self.valid_config(listen="127.0.0.1:%d" % port))
+            p = self.run_floodgate("-c", path)
+        finally:
+            blocker.close()
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("server.listen: cannot listen on 127.0.0.1:%d: Address already in use\n"
+                      % port, err)
+
     def test_admin_address_in_use_names_admin_listen_and_the_reason(self):
         blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:

@@ -66,6 +66,11 @@ class Reactor {
   // Binds and listens (SO_REUSEPORT; before start()). Returns the bound endpoint (port 0
   // resolved). `key` names the listener (the address as configured) for remove_listener().
   boost::asio::ip::tcp::endpoint listen(const boost::asio::ip::tcp::endpoint& at, std::string key);
+  // Throws when another socket is bound to `at` already (a port other than 0): every reactor
+  // binds with SO_REUSEPORT, which would otherwise share the port with another process of the
+  // same user (a second floodgate) and split its connections between them silently. Called
+  // once per address before the first reactor binds it; a probe bind without SO_REUSEPORT.
+  static void ensure_unused(const boost::asio::ip::tcp::endpoint& at);
   // Opens a listening socket for some reactor (any thread); throws boost::system::system_error.
   static int open_listener(const boost::asio::ip::tcp::endpoint& at,
                            boost::asio::ip::tcp::endpoint& bound);
