@@ -145,8 +145,7 @@ void ClientConn::on_request_head_sent(Attempt& a) {
       parser_.http_minor() >= 1) {
     // Invite the body now that the request is routed and has a backend.
     client_writing_ = true;
-    send_since_ = reactor_.now();  // send_timeout, should the timer find this write pending
-    send_unsent_ = kUnsentUnknown;
+    arm_send_timer();
     ex_.head_bytes_out += http::kContinue.size();
     client_.write(http::kContinue.data(), http::kContinue.size(),
                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {

@@ -470,6 +470,7 @@ class EarlyDataClient(FloodgateTestCase):
     request from a file as early data (-sess_in -early_data)."""
 
     allow_0rtt = True
+    mode = "enforce"  # resilience.protocol.mode
 
     @classmethod
     def setUpClass(cls):
@@ -478,7 +479,8 @@ class EarlyDataClient(FloodgateTestCase):
         cls.backend = Backend("app-0").start()
         cls.backends = [cls.backend]
         cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
-                                     resilience={"protocol": {"allow_0rtt": cls.allow_0rtt}},
+                                     resilience={"protocol": {"allow_0rtt": cls.allow_0rtt,
+                                                              "mode": cls.mode}},
                                      tls=[{"certificate": cert, "private_key": key}])
 
     @classmethod
@@ -558,16 +560,7 @@ class TlsEarlyDataInShadowMode(EarlyDataClient):
     data is still answered 425 (before, shadow mode let a replayed POST reach the backend
     twice)."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.ca = TestCA()
-        cert, key = cls.ca.leaf("early", ["early.test"], kind="ec")
-        cls.backend = Backend("app-0").start()
-        cls.backends = [cls.backend]
-        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
-                                     resilience={"protocol": {"allow_0rtt": True,
-                                                              "mode": "shadow"}},
-                                     tls=[{"certificate": cert, "private_key": key}])
+    mode = "shadow"
 
     def test_a_post_in_early_data_is_answered_425_in_shadow_mode_too(self):
         out = self.early("shadow-post", b"POST /echo?shadow-post HTTP/1.1\r\n"
