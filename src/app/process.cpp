@@ -25,6 +25,7 @@ int Process::start() {
   } catch (const std::system_error& ex) {
     return fail(path_ + ": " + ex.what());
   }
+  for (auto& r : reactors_) r->share_bounds(workers);
   const proxy::Reactor& first = *reactors_.front();
   if (first.io_engine() == IoEngine::io_uring) {
     spdlog::info("event loop: io_uring");

@@ -94,7 +94,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 137> kKeyHomes{{
+constexpr std::array<KeyHome, 139> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -105,6 +105,8 @@ constexpr std::array<KeyHome, 137> kKeyHomes{{
     {"header_timeout", kServer},
     {"idle_timeout", kServer},
     {"send_timeout", kServer},
+    {"handshake_timeout", kServer},
+    {"max_opening_connections", kServer},
     {"drain_timeout", kServer},
     {"retirement_grace", kServer},
     {"max_buffers_per_reactor", kServer},
@@ -293,6 +295,8 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.header_timeout_ok = r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
   r.duration("send_timeout", Zero::rejected, p.send_timeout);
+  r.duration("handshake_timeout", Zero::rejected, p.handshake_timeout);
+  r.integer("max_opening_connections", 16, 1'000'000, p.max_opening_connections);
   marks.drain_timeout_ok = r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
   marks.retirement_grace_at = r.position("retirement_grace");

@@ -72,6 +72,22 @@ void render_connections(PrometheusWriter& w, Shards shards) {
   uint64_t send_timeouts = 0;
   for (const ReactorMetrics* shard : shards) send_timeouts += shard->send_timeouts.value();
   w.sample(kSendTimeouts, {}, send_timeouts);
+  constexpr std::string_view kOpening = "floodgate_client_opening_connections";
+  w.header(kOpening,
+           "Client connections that have not completed their first request head (a TLS one: "
+           "its handshake too), bounded by server.max_opening_connections.",
+           MetricType::gauge);
+  int64_t opening = 0;
+  for (const ReactorMetrics* shard : shards) opening += shard->opening_connections.value();
+  w.sample(kOpening, {}, opening);
+  constexpr std::string_view kEvicted = "floodgate_client_opening_evictions_total";
+  w.header(kEvicted,
+           "Opening client connections closed to make room for a newer one at "
+           "server.max_opening_connections.",
+           MetricType::counter);
+  uint64_t evicted = 0;
+  for (const ReactorMetrics* shard : shards) evicted += shard->opening_evictions.value();
+  w.sample(kEvicted, {}, evicted);
 }
 
 // The reactors' buffer pools, summed: blocks by state, bytes held, bytes given back by trimming.

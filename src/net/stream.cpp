@@ -162,7 +162,8 @@ void Stream::close() {
   raw_drop_pending();
   app_read_ = ReadOp{};
   app_write_ = WriteOp{};
-  tls_reading_ = tls_writing_ = tls_kick_ = tls_shutdown_ = false;
+  tls_reading_ = tls_writing_ = tls_kick_ = tls_shutdown_ = tls_plain_writing_ = false;
+  tls_plain_answer_ = {};
   if (fd_ >= 0) {
     poller_.remove(*this);
     ::close(fd_);  // with epoll this also leaves the epoll set

@@ -126,7 +126,16 @@ namespace {
 // The ClientHello callback runs before the version is chosen: the certificate for the client's
 // SNI is switched in here, with its entry's versions, suites and ticket setting (HAProxy
 // switches its contexts at this point too).
-int client_hello(SSL* ssl, int* /*alert*/, void* arg) {
+int client_hello(SSL* ssl, int* alert, void* arg) {
+  // The whole ClientHello is in, nothing costly has run yet: the stream's owner decides first
+  // whether this handshake may take the CPU it costs (Stream::tls_hello).
+  if (auto* session = static_cast<TlsSession*>(SSL_get_app_data(ssl)); session != nullptr) {
+    if (session->hello == TlsSession::Hello::unasked) return SSL_CLIENT_HELLO_RETRY;
+    if (session->hello == TlsSession::Hello::refused) {
+      *alert = SSL_AD_INTERNAL_ERROR;
+      return SSL_CLIENT_HELLO_ERROR;
+    }
+  }
   const auto& listener = *static_cast<const TlsListener*>(arg);
   std::string_view sni;
   const unsigned char* p = nullptr;
@@ -430,6 +439,7 @@ TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsL
   ssl_ = new_on_pair(listener.ctx, net_);
   if (ssl_ == nullptr) return;
   SSL_set_accept_state(ssl_);
+  SSL_set_app_data(ssl_, this);  // the ClientHello callback's gate
   early_phase = SSL_get_max_early_data(ssl_) > 0;
 }
 

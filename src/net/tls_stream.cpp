@@ -126,7 +126,18 @@ bool Stream::tls_handshake() {
   }
   const int e = SSL_get_error(tls_->ssl(), r);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return false;
+  if (e == SSL_ERROR_WANT_CLIENT_HELLO_CB) return tls_hello();
   tls_fail(e);
+  return true;
+}
+
+// The ClientHello callback paused the handshake (tls.cpp): the owner says whether it goes on,
+// and the next step runs it (the callback then lets it through, or fails it with an alert).
+bool Stream::tls_hello() {
+  ERR_clear_error();
+  StreamOwner* owner = stream_owner();
+  const bool admitted = owner == nullptr || owner->on_tls_hello();
+  tls_->hello = admitted ? TlsSession::Hello::admitted : TlsSession::Hello::refused;
   return true;
 }
 
@@ -143,6 +154,7 @@ bool Stream::tls_early_read_step() {
   if (r == SSL_READ_EARLY_DATA_ERROR) {
     const int e = SSL_get_error(tls_->ssl(), r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return false;
+    if (e == SSL_ERROR_WANT_CLIENT_HELLO_CB) return tls_hello();
     tls_fail(e);
     return true;
   }
@@ -216,6 +228,13 @@ void Stream::tls_flush() {
     tls_out_len_ = static_cast<std::size_t>(n);
     return raw_write(data, tls_out_len_, &Stream::tls_raw_write_done);
   }
+  if (!tls_plain_answer_.empty()) {
+    // Not TLS data: written as it is (the pair is empty), then the write side is shut.
+    const std::string_view answer = std::exchange(tls_plain_answer_, {});
+    tls_writing_ = tls_plain_writing_ = true;
+    tls_shutdown_ = true;
+    return raw_write(answer.data(), answer.size(), &Stream::tls_raw_write_done);
+  }
   if (tls_shutdown_) {
     tls_shutdown_ = false;
     ::shutdown(fd_, SHUT_WR);
@@ -248,6 +267,7 @@ void Stream::tls_on_raw_read(const error_code& ec, std::size_t n) {
 
 void Stream::tls_on_raw_written(const error_code& ec, std::size_t n) {
   tls_writing_ = false;
+  const bool plain = std::exchange(tls_plain_writing_, false);  // not the pair's bytes
   if (ec) {
     tls_error_ = ec;
     tls_eof_ = true;
@@ -256,7 +276,7 @@ void Stream::tls_on_raw_written(const error_code& ec, std::size_t n) {
       if (!tls_->established) tls_report(StreamOwner::Handshake::closed);
     }
     // What the socket would not take is dropped with the session.
-  } else {
+  } else if (!plain) {
     char* data = nullptr;
     BIO_nread(tls_->net(), &data, static_cast<int>(n));  // consumed
   }
@@ -273,6 +293,12 @@ void Stream::tls_fail(int ssl_error) {
       const unsigned long e = ERR_peek_last_error();
       const int reason = ERR_GET_LIB(e) == ERR_LIB_SSL ? ERR_GET_REASON(e) : 0;
       tls_error_ = error_code(reason != 0 ? reason : SSL_R_UNEXPECTED_MESSAGE, tls_category());
+      // A plain HTTP request to a TLS listener (OpenSSL recognises its first bytes): answered
+      // in the clear, as nginx does, so that the client learns why (a 400 from the owner).
+      if ((reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST) &&
+          tls_->client() == nullptr) {
+        if (StreamOwner* owner = stream_owner()) tls_plain_answer_ = owner->tls_plain_http_answer();
+      }
     }
   }
   ERR_clear_error();  // the queue is the thread's: the next connection must not read this

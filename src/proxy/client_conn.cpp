@@ -87,16 +87,19 @@ void ClientConn::release_buffers() {
 void ClientConn::start() {
   self_ = Ref<ClientConn>(this);
   if (adopt_error_ != 0) return close();  // the poller could not take the socket
+  // Until its first request head is complete the connection is an opening one: bounded in
+  // number (the oldest makes room), and given handshake_timeout for its handshake (TLS) or its
+  // first byte (plain), then closed without an answer. It holds no slot of any cap: a TLS
+  // handshake takes one when its ClientHello is complete (on_tls_hello).
+  reactor_.opening_begin(*this);
   if (tls_listener_ != nullptr) {
-    if (!admit_handshake()) return close();
-    // The first read runs the handshake; header_timeout covers it and the first head.
+    // The first read runs the handshake, then reads the first head.
     auto session = std::make_unique<net::TlsSession>(reactor_.snapshot().tls,
                                                      *std::exchange(tls_listener_, nullptr));
     if (!session->ok()) return close();  // OpenSSL is out of memory
     client_.start_tls(std::move(session));
   }
-  // A connection that never sends a byte is closed silently after header_timeout.
-  arm_client_timer(reactor_.snapshot().server.header_timeout);
+  arm_client_timer(reactor_.snapshot().server.handshake_timeout);
   do_client_read();
 }
 
@@ -178,6 +181,7 @@ void ClientConn::parse_head() {
 
 void ClientConn::on_head() {
   client_timer_.cancel();
+  reactor_.opening_end(*this);
   // The request runs on the configuration current now that its head is complete, not on the
   // one current at its first byte: a head still arriving when that generation was forcibly
   // retired would otherwise be routed on the retired snapshot (to a pool the reload removed,
@@ -509,10 +513,22 @@ void ClientConn::linger_close() {
   do_client_read();
 }
 
-// A handshake costs far more CPU than a request: while it runs it holds a slot of the front
-// in-flight cap, so a flood of new TLS connections cannot take the CPU admitted requests need.
-// At the cap the connection is closed before its ClientHello is read (it cannot be answered
-// 429 before TLS); in shadow mode it goes on and the would-be refusal is counted.
+// A handshake costs far more CPU than a request: from its complete ClientHello (before the
+// signature and the key exchange) to its end it holds a slot of the front in-flight cap, so a
+// flood of new TLS connections cannot take the CPU admitted requests need. A connection that
+// sends nothing, or only part of a ClientHello, costs no CPU and holds no slot (its bound is
+// the opening connections'). At the cap the handshake ends with an internal_error alert (it
+// cannot be answered with an HTTP status before TLS); in shadow mode it goes on and the
+// would-be refusal is counted.
+bool ClientConn::on_tls_hello() noexcept { return admit_handshake(); }
+
+// nginx answers "400 The plain HTTP request was sent to HTTPS port"; floodgate answers its
+// plain_http_to_tls 400 (prebuilt), counted like every generated answer, then closes.
+std::string_view ClientConn::tls_plain_http_answer() noexcept {
+  reactor_.metrics().generated(Reason::plain_http_to_tls);
+  return http::generated_response(Reason::plain_http_to_tls, true);
+}
+
 bool ClientConn::admit_handshake() noexcept {
   const Snapshot& snap = reactor_.snapshot();
   if (snap.max_inflight == 0) return true;
@@ -529,6 +545,12 @@ bool ClientConn::admit_handshake() noexcept {
 void ClientConn::on_tls_handshake(Handshake result) noexcept {
   handshake_permit_.release();
   const net::TlsSession& tls = *client_.tls();
+  if (tls.hello == net::TlsSession::Hello::refused) return;  // counted as refused already
+  if (result == Handshake::ok && phase_ == Phase::idle && !closed_) {
+    // The first head has header_timeout from the handshake's end (and again from its first
+    // byte, start_request).
+    arm_client_timer(reactor_.snapshot().server.header_timeout);
+  }
   const std::size_t v = tls_version_index(tls.version_label());
   TlsHandshakeResult r = TlsHandshakeResult::ok;
   if (result == Handshake::failed) r = TlsHandshakeResult::failed;
@@ -652,6 +674,7 @@ void ClientConn::close() {
   client_timer_.cancel();
   hedge_timer_.cancel();
   handshake_permit_.release();
+  reactor_.opening_end(*this);
   if (queued && ex_.wait.stage != nullptr) {  // the client went away while waiting
     Wait& w = ex_.wait;
     w.abandoned = true;

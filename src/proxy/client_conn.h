@@ -56,6 +56,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void hold() noexcept override { add_ref(); }
   void release() noexcept override { release_ref(); }
   void on_tls_handshake(Handshake result) noexcept override;
+  bool on_tls_hello() noexcept override;
+  std::string_view tls_plain_http_answer() noexcept override;
   static ClientConn& from(net::StreamOwner& owner) { return static_cast<ClientConn&>(owner); }
 
   // -- For the exchange's attempts (attempt.cpp).
@@ -116,6 +118,12 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // Reactor's intrusive connection list.
   ClientConn* list_prev = nullptr;
   ClientConn* list_next = nullptr;
+  // Reactor's list of opening connections (Reactor::opening_begin), while `opening`.
+  ClientConn* opening_prev = nullptr;
+  ClientConn* opening_next = nullptr;
+  bool opening = false;
+  // Closes the connection (the reactor makes room for a newer opening one).
+  void evict() { close(); }
 
  private:
   // queued: routed, waiting for a stage of its route's chain (the pool's queue; no backend).
@@ -198,7 +206,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   Reactor& reactor_;
   ClientStream client_;
   const net::TlsListener* tls_listener_ = nullptr;  // until start() makes the session
-  // A slot of the front in-flight cap held by the TLS handshake, from accept to its end.
+  // A slot of the front in-flight cap held by the TLS handshake, from its complete ClientHello
+  // (when the costly steps start) to its end.
   Permit handshake_permit_;
   // An open connection holds itself: no pending operation holds a reference (stream.h).
   // close() lets go.

@@ -489,6 +489,45 @@ void Reactor::add_client(ClientConn& s) {
   ++client_count_;
 }
 
+void Reactor::opening_begin(ClientConn& s) {
+  const uint32_t bound = snapshot().server.max_opening_connections;
+  const std::size_t share = std::max<std::size_t>(1, (bound + reactors_ - 1) / reactors_);
+  while (opening_count_ >= share && opening_oldest_ != nullptr) {
+    const Ref<ClientConn> oldest(opening_oldest_);
+    metrics_.opening_evictions.add();
+    oldest->evict();  // leaves the list (opening_end)
+  }
+  s.opening = true;
+  s.opening_prev = opening_newest_;
+  s.opening_next = nullptr;
+  if (opening_newest_ != nullptr) {
+    opening_newest_->opening_next = &s;
+  } else {
+    opening_oldest_ = &s;
+  }
+  opening_newest_ = &s;
+  ++opening_count_;
+  metrics_.opening_connections.add(1);
+}
+
+void Reactor::opening_end(ClientConn& s) {
+  if (!s.opening) return;
+  s.opening = false;
+  if (s.opening_prev != nullptr) {
+    s.opening_prev->opening_next = s.opening_next;
+  } else {
+    opening_oldest_ = s.opening_next;
+  }
+  if (s.opening_next != nullptr) {
+    s.opening_next->opening_prev = s.opening_prev;
+  } else {
+    opening_newest_ = s.opening_prev;
+  }
+  s.opening_prev = s.opening_next = nullptr;
+  --opening_count_;
+  metrics_.opening_connections.add(-1);
+}
+
 void Reactor::remove_client(ClientConn& s) {
   if (s.list_prev != nullptr) {
     s.list_prev->list_next = s.list_next;

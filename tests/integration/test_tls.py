@@ -2,8 +2,8 @@
 default for an unknown or missing name), ECDSA and RSA, TLS 1.2 and 1.3, ALPN http/1.1,
 requests and keep-alive over TLS with X-Forwarded-Proto: https, large bodies both ways, the
 access log's TLS fields, the handshake metrics (results, versions, duration, resumption with a
-session ticket), a plain-HTTP client on the TLS port closed without an HTTP answer, a silent
-client closed after header_timeout, `openssl s_client`, certificate files replaced and
+session ticket), a plain-HTTP client on the TLS port answered 400 plain_http_to_tls in the
+clear, a silent client closed after handshake_timeout, `openssl s_client`, certificate files replaced and
 reloaded under load (established connections kept, a broken file refused), a WebSocket
 upgrade over TLS, and `check`
 naming an unusable file.
@@ -68,7 +68,7 @@ class TlsListeners(FloodgateTestCase):
         cls.backends = [cls.backend]
         cls.fg = cls.start_floodgate(
             [upstream("app", [cls.backend])],
-            server={"header_timeout": "2s"},
+            server={"header_timeout": "2s", "handshake_timeout": "1s"},
             tls=[{"certificate": a_cert, "private_key": a_key,
                   "server_names": ["a.test", "*.a.test"]},
                  {"certificate": b_cert, "private_key": b_key, "server_names": ["b.test"]},
@@ -191,28 +191,38 @@ class TlsListeners(FloodgateTestCase):
         poll(lambda: self.fg.metrics().value("floodgate_tls_resumptions_total") == before + 1,
              what="the resumption counted")
 
-    def test_plain_http_on_the_tls_port_is_closed_without_an_http_answer(self):
+    def test_plain_http_on_the_tls_port_is_answered_400_in_the_clear(self):
+        """nginx answers "400 The plain HTTP request was sent to HTTPS port"; floodgate answers
+        its own 400 plain_http_to_tls in plain text, then closes; the handshake counts as
+        failed."""
         before = self.fg.metrics().value("floodgate_tls_handshakes_total", result="failed",
                                          version="unknown")
-        s = socket.create_connection(("127.0.0.1", self.fg.tls_port), timeout=10)
-        try:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        generated = self.fg.metrics().value("floodgate_responses_generated_total",
+                                            reason="plain_http_to_tls")
+        for request in (b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+                        b"CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n"):
+            s = socket.create_connection(("127.0.0.1", self.fg.tls_port), timeout=10)
             got = b""
-            while True:
-                data = s.recv(4096)
-                if not data:
-                    break
-                got += data
-        except ConnectionResetError:
-            got = got if "got" in dir() else b""
-        finally:
-            s.close()
-        self.assertFalse(got.startswith(b"HTTP/"), got)
+            try:
+                s.sendall(request)
+                while True:
+                    data = s.recv(4096)
+                    if not data:
+                        break
+                    got += data
+            finally:
+                s.close()
+            self.assertTrue(got.startswith(b"HTTP/1.1 400 Bad Request\r\n"), got)
+            self.assertIn(b"X-Floodgate-Reason: plain_http_to_tls\r\n", got)
+            self.assertIn(b"Connection: close\r\n", got)
+            self.assertTrue(got.endswith(b"https:// URL)\n"), got)
         poll(lambda: self.fg.metrics().value("floodgate_tls_handshakes_total", result="failed",
-                                             version="unknown") == before + 1,
-             what="the failed handshake counted")
+                                             version="unknown") == before + 2,
+             what="the failed handshakes counted")
+        self.assertEqual(self.fg.metrics().value("floodgate_responses_generated_total",
+                                                 reason="plain_http_to_tls"), generated + 2)
 
-    def test_a_client_that_never_finishes_the_handshake_is_closed_after_header_timeout(self):
+    def test_a_client_that_never_finishes_the_handshake_is_closed_after_handshake_timeout(self):
         before = self.fg.metrics().value("floodgate_tls_handshakes_total", result="timeout",
                                          version="unknown")
         s = socket.create_connection(("127.0.0.1", self.fg.tls_port), timeout=15)
@@ -414,9 +424,9 @@ class TlsWebSocket(FloodgateTestCase):
 
 
 class TlsHandshakesUnderTheInflightCap(FloodgateTestCase):
-    """A TLS handshake holds a slot of the front in-flight cap while it runs: at the cap a new
-    TLS connection is closed before any handshake (never answered in plain text) and counted
-    as refused; a finished handshake gives its slot back."""
+    """A TLS handshake holds a slot of the front in-flight cap from its complete ClientHello to
+    its end: at the cap a new handshake ends with an alert before any signature (never
+    answered in plain text) and counts as refused; a finished handshake gives its slot back."""
 
     @classmethod
     def setUpClass(cls):
@@ -438,7 +448,7 @@ class TlsHandshakesUnderTheInflightCap(FloodgateTestCase):
     def metric(self, name, **labels):
         return self.fg.metrics().value(name, **labels)
 
-    def test_at_the_cap_a_new_tls_connection_is_closed_before_its_handshake(self):
+    def test_at_the_cap_a_new_tls_handshake_is_refused_with_an_alert(self):
         refused = self.metric("floodgate_tls_handshakes_total", result="refused",
                               version="unknown")
         held = self.fg.conn()  # the plain listener: one request takes the only slot

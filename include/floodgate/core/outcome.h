@@ -58,6 +58,7 @@ struct Outcome {
       case Reason::body_too_large:
       case Reason::uri_too_long:
       case Reason::header_too_large:
+      case Reason::plain_http_to_tls:
         o.source = OutcomeSource::client;
         o.kind = OutcomeKind::client_error;
         break;

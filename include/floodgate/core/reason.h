@@ -50,6 +50,7 @@ enum class Reason : unsigned char {
   backend_error,
   upstream_tls_failed,  // [upstreams.tls]
   too_early,            // resilience.protocol.allow_0rtt
+  plain_http_to_tls,    // [[server.tls]]: a plain HTTP request on a TLS listener
   count_                // number of reasons; keep last
 };
 
@@ -135,6 +136,8 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
     {"too_early", 425, "Too Early",
      "the request arrived in TLS early data (0-RTT) and its method is not in "
      "resilience.protocol.early_data_safe_methods; send it again once the handshake is done"},
+    {"plain_http_to_tls", 400, "Bad Request",
+     "this port speaks HTTPS: send the request with TLS (an https:// URL)"},
 }};
 
 constexpr const ReasonInfo& info(Reason r) {

@@ -165,6 +165,10 @@ struct ReactorMetrics {
   Gauge client_connections;      // open client connections: add(1) on accept, add(-1) on close
   Counter accepted_connections;  // client connections accepted, ever
   Counter send_timeouts;         // connections closed for server.send_timeout
+  // Connections that have not completed their first request head (server.max_opening_connections),
+  // and those closed to make room for a newer one.
+  Gauge opening_connections;
+  Counter opening_evictions;
   // Requests sent whole to a backend whose response head has not come yet: what waits on the
   // backends (the watchdog's overload cause), never what waits on a client.
   Gauge awaiting_backend;

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <string_view>
 
 #include "floodgate/net/poller.h"
 #include "floodgate/net/tls.h"
@@ -40,6 +41,12 @@ class StreamOwner {
   // read's error), or cut short by the peer closing. Once per stream.
   enum class Handshake : uint8_t { ok, failed, closed };
   virtual void on_tls_handshake(Handshake /*result*/) noexcept {}
+  // A TLS server stream has the client's whole ClientHello, before the handshake's costly
+  // steps run: true lets the handshake go on, false ends it with an alert. Once per stream.
+  virtual bool on_tls_hello() noexcept { return true; }
+  // A TLS server stream received a plain HTTP request instead of a ClientHello: the bytes to
+  // answer it with, in the clear, before the connection closes (empty: none, only the close).
+  virtual std::string_view tls_plain_http_answer() noexcept { return {}; }
 
  protected:
   ~StreamOwner() = default;
@@ -140,6 +147,7 @@ class Stream : public PollTarget {
   void tls_pump();
   bool tls_handshake();
   bool tls_early_read_step();
+  bool tls_hello();
   bool tls_write_step();
   bool tls_read_step(bool& want_read);
   void tls_flush();
@@ -190,6 +198,10 @@ class Stream : public PollTarget {
   bool tls_writing_ = false;             // a socket write of the pair's ciphertext is pending
   bool tls_eof_ = false;                 // the peer closed (or the socket failed)
   bool tls_shutdown_ = false;            // close_notify, then shutdown(SHUT_WR), once flushed
+  // A plain HTTP request came instead of a ClientHello: the owner's answer, written in the
+  // clear once the pair is empty (`tls_plain_answer_`), then pending (`tls_plain_writing_`).
+  std::string_view tls_plain_answer_;
+  bool tls_plain_writing_ = false;
   // A server handshake's steps run on the poller's heavy list (Poller::defer_heavy): when the
   // client's bytes arrived since the handshake last ran (`tls_fresh_`), the engine waits for
   // the list's turn (`tls_heavy_` while it runs there).

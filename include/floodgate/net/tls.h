@@ -145,6 +145,12 @@ class TlsSession {
   bool early_data = false;
   bool failed = false;  // a fatal error: nothing more is read or written
   bool handshake_reported = false;
+  // The server's ClientHello gate: the ClientHello callback pauses the handshake once the
+  // whole ClientHello is in (before any signature or key exchange), the stream asks its owner
+  // (StreamOwner::on_tls_hello) and sets `hello` to what it said; a refused hello fails the
+  // handshake with an internal_error alert.
+  enum class Hello : uint8_t { unasked, admitted, refused };
+  Hello hello = Hello::unasked;
   std::chrono::steady_clock::time_point started{};
 
  private:

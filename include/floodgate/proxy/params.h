@@ -29,6 +29,12 @@ struct ServerParams {
   Millis header_timeout{10'000};          // first byte of a head until the head is complete -> 408
   Millis idle_timeout{60'000};            // idle keep-alive client connection
   Millis send_timeout{60'000};            // a response the client takes no byte of -> closed
+  // A new connection's opening: a TLS handshake from accept to its end, or a plain
+  // connection's first byte; not done in time -> closed without an answer.
+  Millis handshake_timeout{5'000};
+  // Connections that have not completed their first request head, for the whole process (each
+  // reactor keeps its share): at the bound a new one closes the oldest.
+  uint32_t max_opening_connections = 1024;
   Millis drain_timeout{30'000};     // SIGTERM: finish in-flight requests for at most this long
   Millis retirement_grace{30'000};  // reload: how long the old generation's requests may run
   IoMode io = IoMode::automatic;    // event loop interface; fixed while floodgate runs
