@@ -92,9 +92,9 @@ constexpr std::string_view kRateLimit = "a [[resilience.scoped_rate_limits]] rul
 constexpr std::string_view kQuota = "[resilience.quota]";
 constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
-// `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
-// any table, where a home would mislead.
-constexpr std::array<KeyHome, 137> kKeyHomes{{
+// `enabled`, `open`, `window`, `delay` and `min_requests` have no entry: words this general may
+// be meant for any table, where a home would mislead.
+constexpr std::array<KeyHome, 138> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -178,6 +178,7 @@ constexpr std::array<KeyHome, 137> kKeyHomes{{
     {"retry_budget", "[resilience], as [resilience.retry_budget]"},
     {"hedging", "[resilience], as [resilience.hedging]"},
     {"failure_threshold", kCircuitBreaker},
+    {"failure_rate_percent", kCircuitBreaker},
     {"half_open_max_probes", kCircuitBreaker},
     {"failure_statuses", kCircuitBreaker},
     {"when_all_open", kCircuitBreaker},
