@@ -139,6 +139,10 @@ window = "{args.budget_window}"
 enabled = {breaker}
 failure_threshold = {args.breaker_threshold}
 open = "{args.breaker_open_s:g}s"
+min_requests = 1
+failure_rate_percent = 0
+failure_statuses = [502, 503, 504]
+when_all_open = "reject"
 """
 
 

@@ -330,6 +330,18 @@ void render_failure_metrics(PrometheusWriter& w, const proxy::Snapshot& serving,
                return m.circuit_rejected(up->id).value();
              }));
   }
+  constexpr std::string_view kFailOpen = "floodgate_circuit_fail_open_total";
+  w.header(kFailOpen,
+           "Requests sent to a backend with an open circuit because every backend of the pool "
+           "that is up had one (when_all_open = \"least_recently_failed\": the breakers failed "
+           "open to the least recently failed backend).",
+           MetricType::counter);
+  for (const auto& up : pools) {
+    const Label labels[] = {{"upstream", up->params.name}};
+    w.sample(kFailOpen, labels, sum(shards, [&](const ReactorMetrics& m) {
+               return m.circuit_fail_open(up->id).value();
+             }));
+  }
 
   labelled_counter(w, pools, shards, "floodgate_retries_total",
                    "Failed attempts floodgate retried on another backend, by outcome: sent, then "

@@ -143,9 +143,15 @@ void warn_late_delay(TableReader& r, const resilience::HedgingParams& p, const U
 
 }  // namespace
 
+// Issue 35's keys: a circuit opens on what a backend does to min_requests requests in `window`,
+// by the streak or by failure_rate_percent (0: the streak alone), never on three requests of one
+// client. min_requests = 1 with failure_rate_percent = 0 is issue 13's streak-only rule.
 void read_circuit_breaker(TableReader& r, resilience::CircuitBreakerParams& p) {
   r.boolean("enabled", "enabled = false", p.enabled);
   r.integer("failure_threshold", 1, kMaxCount, p.failure_threshold);
+  r.integer("min_requests", 1, kMaxCount, p.min_requests);
+  r.integer("failure_rate_percent", 0, 100, p.failure_rate_percent);
+  r.duration("window", Zero::rejected, p.window);
   r.duration("open", Zero::rejected, p.open);
   r.integer("half_open_max_probes", 1, kMaxCount, p.half_open_max_probes);
   read_failure_statuses(r, p.failure_statuses);

@@ -92,9 +92,9 @@ constexpr std::string_view kRateLimit = "a [[resilience.scoped_rate_limits]] rul
 constexpr std::string_view kQuota = "[resilience.quota]";
 constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
-// `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
-// any table, where a home would mislead.
-constexpr std::array<KeyHome, 139> kKeyHomes{{
+// `enabled`, `open`, `window`, `delay` and `min_requests` have no entry: words this general may
+// be meant for any table, where a home would mislead.
+constexpr auto kKeyHomes = std::to_array<KeyHome>({
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -180,6 +180,7 @@ constexpr std::array<KeyHome, 139> kKeyHomes{{
     {"retry_budget", "[resilience], as [resilience.retry_budget]"},
     {"hedging", "[resilience], as [resilience.hedging]"},
     {"failure_threshold", kCircuitBreaker},
+    {"failure_rate_percent", kCircuitBreaker},
     {"half_open_max_probes", kCircuitBreaker},
     {"failure_statuses", kCircuitBreaker},
     {"when_all_open", kCircuitBreaker},
@@ -264,7 +265,7 @@ constexpr std::array<KeyHome, 139> kKeyHomes{{
     {"window_secs",
      "a quota window (the burst or sustained of a [[resilience.quota.policies]] entry), as "
      "window (a duration: window = \"1s\")"},
-}};
+});
 
 std::string scope_hint(std::string_view key) {
   if (key == "upstream") {

@@ -12,6 +12,7 @@
 
 #include "backend_conn.h"
 #include "client_conn.h"
+#include "floodgate/proxy/circuit_log.h"
 #include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/reactor.h"
 
@@ -236,7 +237,8 @@ void Attempt::on_backend_written(const error_code& ec) {
   if (ec) {
     if (retry_stale_connection()) return;
     if (!client_->exchange().outcome.client_saw_bytes) return fail_transport(ec);
-    judge(resilience::CircuitVerdict::failure);  // reset before the response (after a 1xx)
+    // reset before the response (after a 1xx)
+    judge(resilience::CircuitVerdict::failure, Reason::upstream_reset, 0);
     log_failure(Reason::upstream_reset, ec.value(), true);
     return client_->cut(OutcomeSource::upstream);
   }
@@ -299,7 +301,7 @@ void Attempt::process_response() {
     if (!client_->exchange().facts.upgrade) return fail(Reason::upstream_bad_response);
     stop_awaiting();
     head_at_ = client_->reactor().now();
-    judge(resilience::CircuitVerdict::success);
+    judge(resilience::CircuitVerdict::success, Reason::none, status);
     return begin_tunnel();
   }
   on_response_head(head == http::Parser::Result::message_done);
@@ -342,7 +344,7 @@ void Attempt::on_response_head(bool message_done) {
   // A draining reactor closes the connection after this response: say so.
   const bool keep = ex.facts.keep_alive && !ex.facts.upgrade && !reactor.draining();
   const auto verdict = circuit_verdict_of_status(ex.gen->snapshot->failure, rp.status());
-  judge(verdict);
+  judge(verdict, Reason::none, rp.status());
   if (role_ == AttemptRole::retry) {
     reactor.metrics().retry(up_->id, verdict == resilience::CircuitVerdict::failure
                                          ? RetryResult::failed
@@ -537,7 +539,7 @@ void Attempt::fail(Reason reason, int error, std::string_view detail) {
     if (role_ == AttemptRole::retry) metrics.retry(up_->id, RetryResult::failed);
   }
   if (backend_failure(reason)) {
-    judge(resilience::CircuitVerdict::failure);
+    judge(resilience::CircuitVerdict::failure, reason, 0);
     log_failure(reason, error, false, detail);
   }
   end(false);
@@ -623,10 +625,12 @@ void Attempt::log_failure(Reason reason, int error, bool after_head, std::string
                rp.method_name(), printable(rp.target(), target), more);
 }
 
-void Attempt::judge(resilience::CircuitVerdict verdict) noexcept {
+void Attempt::judge(resilience::CircuitVerdict verdict, Reason reason, int status) noexcept {
   if (!pass_) return;
   Backend& peer = *up_->backends[static_cast<std::size_t>(backend_)];
-  peer.breaker->record(std::move(pass_), verdict, client_->reactor().now());
+  const auto now = client_->reactor().now();
+  const resilience::CircuitTransition t = peer.breaker->record(std::move(pass_), verdict, now);
+  if (t) log_circuit_transition(*up_, peer, t, {reason, status}, now);
 }
 
 void Attempt::end(bool reusable) {

@@ -25,6 +25,7 @@ void ClientConn::select_backend() {
     }
   }
   if (s) {
+    if (s.fail_open) reactor_.metrics().circuit_fail_open(up.id);
     if (policy.global_budget) {  // the budgets' allowance follows the primaries
       policy.global_budget->count_primary(now);
       up.retry_budget->count_primary(now);

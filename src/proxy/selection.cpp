@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "floodgate/proxy/circuit_log.h"
+
 namespace floodgate::proxy {
 namespace {
 
@@ -53,16 +55,19 @@ Selection pick(const Upstream& up, Balancer& balancer, const FailurePolicy& poli
     Backend& b = *up.backends[*chosen];
     InFlight entered = InFlight::enter_below(b.load, cap);
     if (!entered) continue;
-    if (breakers) {
+    if (policy.breakers) {
       s.pass = b.breaker->try_pass(now);
+      if (s.pass.half_opened()) log_circuit_half_open(up, b, now);
+    }
+    if (breakers) {
       if (!s.pass || (alternate && s.pass.probe())) {
         s.pass = {};  // a probe permit goes back at once
         refused.add(*chosen);
         continue;
       }
-    } else if (policy.breakers) {  // shadow: the breaker keeps its state from this attempt too
-      s.pass = b.breaker->try_pass(now);
-      if (!s.pass) s.pass = b.breaker->force_pass();
+    } else if (policy.breakers && !s.pass) {
+      // shadow: the breaker keeps its state from this attempt too
+      s.pass = b.breaker->force_pass();
     }
     s.backend = static_cast<int32_t>(*chosen);
     s.entered = std::move(entered);
@@ -90,7 +95,9 @@ Selection select_primary(const Upstream& up, Balancer& balancer, const FailurePo
   Refused refused;
   Selection s = pick(up, balancer, policy, now, -1, refused);
   if (s) {
-    if (policy.breakers_shadow && every_up_backend_open(up, now)) {
+    // Enforce mode refuses only with when_all_open = reject; least_recently_failed sends it on.
+    if (policy.breakers_shadow && policy.when_all_open == resilience::WhenAllOpen::reject &&
+        every_up_backend_open(up, now)) {
       s.would_refuse = Reason::circuit_open;
     }
     return s;
@@ -139,6 +146,7 @@ Selection select_primary(const Upstream& up, Balancer& balancer, const FailurePo
         s.backend = static_cast<int32_t>(oldest);
         s.entered = std::move(entered);
         s.pass = b.breaker->force_pass();
+        s.fail_open = true;
         return s;
       }
     }

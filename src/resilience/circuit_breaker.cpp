@@ -9,8 +9,9 @@
 // from the new value (a failure that lost the race to open becomes a failure while open).
 //
 // WHO CHANGES WHAT, and what races with it:
-//   - closed: record() of a failure adds one to the streak, or, reaching the threshold, opens
-//     (below). A success resets a non-zero streak. try_pass() only loads, so it races nothing.
+//   - closed: record() of a failure adds one to the streak, or, when the window's counts and
+//     the streak meet the limits, opens (below). A success resets a non-zero streak. try_pass()
+//     only loads, so it races nothing.
 //   - closed -> open and half_open -> open (openings): one CAS sets state open, zeroes the
 //     probes, adds one to the epoch and sets kPublishing. Only the CAS's winner then stores
 //     opened_at_ and clears kPublishing (release). While the flag is set, try_pass() refuses
@@ -42,10 +43,20 @@
 //     touching the word, so an observer that sees the circuit open sees a last failure at least
 //     as late as the one that opened it. Threads' loop clocks differ by a loop turn at most;
 //     the max keeps it monotonic.
-// The limits (threshold_, max_probes_, open_ticks_) are read where each decision needs them and
-// written by set_limits() with relaxed stores: a decision that starts after set_limits()
-// returned sees the new values; an overlapping one may use either, which is the most a reload
-// can promise (it is not ordered against any one request).
+// The limits (threshold_, min_requests_, rate_percent_, max_probes_, open_ticks_) are read where
+// each decision needs them and written by set_limits() with relaxed stores: a decision that
+// starts after set_limits() returned sees the new values; an overlapping one may use either,
+// which is the most a reload can promise (it is not ordered against any one request).
+//
+// THE WINDOW (window_, failure_window.h) is apart from the word: record() adds each verdict to
+// it before deciding, and a failure while closed reads its counts once, before the CAS loop.
+// The opening decision is then made from the word's streak and those counts; a CAS that loses
+// decides again from the new word with the same counts (they differ from the current ones by
+// the verdicts racing this one, which is what "at the same moment" means for a window). The
+// counts are not in the word, so two racing failures may both see the rate reached: only one
+// CAS opens the circuit, the other then records as a straggler. A closing (half_open ->
+// closed) clears the window after its CAS, so that the failures that opened the circuit do not
+// reopen it at the next failure; verdicts of stragglers racing the clear may survive it.
 //
 // MEMORY ORDER. The word's successful RMWs are acq_rel and its loads acquire: a breaker guards
 // no data of its callers, but opened_at_ must be visible with the state that depends on it.
@@ -80,8 +91,11 @@ Clock::duration::rep open_ticks_of(const CircuitLimits& limits) noexcept {
 CircuitBreaker::CircuitBreaker(const CircuitLimits& limits) noexcept
     : opened_at_(kNever),
       threshold_(std::clamp(limits.failure_threshold, uint32_t{1}, kMaxThreshold)),
+      min_requests_(std::clamp(limits.min_requests, uint32_t{1}, kMaxMinRequests)),
+      rate_percent_(std::min(limits.failure_rate_percent, uint32_t{100})),
       max_probes_(std::clamp(limits.half_open_max_probes, uint32_t{1}, kMaxProbes)),
-      open_ticks_(open_ticks_of(limits)) {}
+      open_ticks_(open_ticks_of(limits)),
+      window_(limits.window) {}
 
 CircuitPass CircuitBreaker::try_pass_slow(uint64_t word, time_point now) noexcept {
   for (;;) {
@@ -97,7 +111,7 @@ CircuitPass CircuitBreaker::try_pass_slow(uint64_t word, time_point now) noexcep
         if (word_.compare_exchange_weak(word, next, std::memory_order_acq_rel,
                                         std::memory_order_acquire)) {
           count(CircuitState::open, CircuitState::half_open);
-          return {*this, CircuitPass::Kind::probe, epoch_of(word)};
+          return {*this, CircuitPass::Kind::probe, epoch_of(word), true};
         }
         break;  // `word` reloaded: decide again
       }
@@ -113,10 +127,24 @@ CircuitPass CircuitBreaker::try_pass_slow(uint64_t word, time_point now) noexcep
   }
 }
 
-void CircuitBreaker::record_slow(CircuitPass::Kind kind, uint32_t epoch, CircuitVerdict verdict,
-                                 time_point now) noexcept {
+OpenedBy CircuitBreaker::opens(uint32_t streak, FailureWindow::Counts counts) const noexcept {
+  if (counts.requests < min_requests_.load(std::memory_order_relaxed)) return OpenedBy::none;
+  if (streak >= threshold_.load(std::memory_order_relaxed)) return OpenedBy::streak;
+  const uint64_t rate = rate_percent_.load(std::memory_order_relaxed);
+  if (rate != 0 && uint64_t{counts.failures} * 100 >= rate * counts.requests) {
+    return OpenedBy::failure_rate;
+  }
+  return OpenedBy::none;
+}
+
+CircuitTransition CircuitBreaker::record_slow(CircuitPass::Kind kind, uint32_t epoch,
+                                              CircuitVerdict verdict, time_point now) noexcept {
   const bool failure = verdict == CircuitVerdict::failure;
-  if (failure) note_failure(now);
+  FailureWindow::Counts counts{};
+  if (failure) {
+    note_failure(now);
+    counts = window_.counts(now);
+  }
   uint64_t word = word_.load(std::memory_order_acquire);
   for (;;) {
     const CircuitState state = state_of(word);
@@ -126,6 +154,8 @@ void CircuitBreaker::record_slow(CircuitPass::Kind kind, uint32_t epoch, Circuit
     // The epoch, and the publishing flag of an opening still in progress, survive any change.
     const uint64_t kept = word & ~(kStateMask | kProbesMask | kStreakMask);
     const uint64_t with_streak = (word & ~kStreakMask) | (uint64_t{streak_after} << kStreakShift);
+    const OpenedBy opened_by =
+        failure && state == CircuitState::closed ? opens(streak_after, counts) : OpenedBy::none;
     uint64_t next = 0;
     CircuitState to = state;
     if (!failure) {
@@ -135,24 +165,26 @@ void CircuitBreaker::record_slow(CircuitPass::Kind kind, uint32_t epoch, Circuit
       } else if (state == CircuitState::closed && streak != 0) {
         next = with_streak;
       } else {
-        return;  // nothing changes
+        return {};  // nothing changes
       }
-    } else if (probe || (state == CircuitState::closed &&
-                         streak_after >= threshold_.load(std::memory_order_relaxed))) {
+    } else if (probe || opened_by != OpenedBy::none) {
       to = CircuitState::open;
       next = (kept + (uint64_t{1} << kEpochShift)) | kPublishing |
              static_cast<uint64_t>(CircuitState::open) | (uint64_t{streak_after} << kStreakShift);
     } else if (streak_after != streak) {
-      next = with_streak;  // closed below the threshold, or a straggler while open / half-open
+      next = with_streak;  // closed below the limits, or a straggler while open / half-open
     } else {
-      return;  // saturated
+      return {};  // saturated
     }
     if (word_.compare_exchange_weak(word, next, std::memory_order_acq_rel,
                                     std::memory_order_acquire)) {
-      if (to == state) return;
+      if (to == state) return {};
       if (to == CircuitState::open) publish_opening(now);
       count(state, to);
-      return;
+      CircuitTransition t{.from = state, .to = to, .opened_by = opened_by, .streak = streak_after};
+      t.window = failure ? counts : window_.counts(now);
+      if (to == CircuitState::closed) window_.clear();  // after reading what it held
+      return t;
     }
   }
 }
@@ -199,6 +231,11 @@ void CircuitBreaker::count(CircuitState from, CircuitState to) noexcept {
 void CircuitBreaker::set_limits(const CircuitLimits& limits) noexcept {
   threshold_.store(std::clamp(limits.failure_threshold, uint32_t{1}, kMaxThreshold),
                    std::memory_order_relaxed);
+  min_requests_.store(std::clamp(limits.min_requests, uint32_t{1}, kMaxMinRequests),
+                      std::memory_order_relaxed);
+  rate_percent_.store(std::min(limits.failure_rate_percent, uint32_t{100}),
+                      std::memory_order_relaxed);
+  window_.set_window(limits.window);
   max_probes_.store(std::clamp(limits.half_open_max_probes, uint32_t{1}, kMaxProbes),
                     std::memory_order_relaxed);
   open_ticks_.store(open_ticks_of(limits), std::memory_order_relaxed);
@@ -206,6 +243,9 @@ void CircuitBreaker::set_limits(const CircuitLimits& limits) noexcept {
 
 CircuitLimits CircuitBreaker::limits() const noexcept {
   return {.failure_threshold = threshold_.load(std::memory_order_relaxed),
+          .min_requests = min_requests_.load(std::memory_order_relaxed),
+          .failure_rate_percent = rate_percent_.load(std::memory_order_relaxed),
+          .window = window_.window(),
           .open = Clock::duration{open_ticks_.load(std::memory_order_relaxed)},
           .half_open_max_probes = max_probes_.load(std::memory_order_relaxed)};
 }

@@ -139,7 +139,8 @@ def render_toml(cfg):
 
 # For tests of how one failing request is answered, which send one backend failure after
 # another on purpose: with the default circuit breaker the backend's circuit would open after
-# three of them (test_failure_handling.py tests the breaker).
+# ten of them in ten seconds (test_failure_handling.py and test_breaker_defaults.py test the
+# breaker).
 NO_BREAKER = {"circuit_breaker": {"enabled": False}}
 
 

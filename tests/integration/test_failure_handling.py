@@ -2,8 +2,10 @@
 backend, and hedging, through the binary with real loopback backends.
 
 - A backend that refuses connections, resets them, times out or answers 503 opens its circuit
-  after failure_threshold failures, gets no traffic while open, and comes back through a
-  half-open probe once it answers again; /status and the metrics show it.
+  after failure_threshold failures (min_requests = 1, no rate rule, 503 listed in
+  failure_statuses: configured here, the defaults are test_breaker_defaults.py's), gets no
+  traffic while open, and comes back through a half-open probe once it answers again; /status
+  and the metrics show it.
 - When every backend's circuit is open: 503 circuit_open with Retry-After (reject), or the
   request goes to the backend that failed least recently (least_recently_failed); in shadow
   mode it goes to the backend and would_reject says circuit_open.
@@ -112,7 +114,12 @@ class FailingBackend(RawServer):
 
 
 def breaker(**keys):
-    cb = {"failure_threshold": THRESHOLD, "open": "%dms" % int(OPEN_S * 1000)}
+    """Issue 13's rule, written out (issue 35 changed the defaults, test_breaker_defaults.py
+    tests those): THRESHOLD failures in a row open a circuit whatever the traffic, 502, 503 and
+    504 count, and every circuit open is 503 circuit_open."""
+    cb = {"failure_threshold": THRESHOLD, "min_requests": 1, "failure_rate_percent": 0,
+          "failure_statuses": [502, 503, 504], "when_all_open": "reject",
+          "open": "%dms" % int(OPEN_S * 1000)}
     cb.update(keys)
     return cb
 

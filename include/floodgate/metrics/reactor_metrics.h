@@ -128,6 +128,11 @@ struct ReactorMetrics {
   void circuit_rejected(uint32_t upstream) noexcept {
     per_upstream(upstream).circuit_rejected.add();
   }
+  // A request of `upstream` sent to a backend whose circuit is open because every backend's
+  // was (when_all_open = least_recently_failed: the breakers failed open).
+  void circuit_fail_open(uint32_t upstream) noexcept {
+    per_upstream(upstream).circuit_fail_open.add();
+  }
   // A request to `upstream` turned away by the local protection: brownout, adaptive_limit,
   // route_cap or global_cap (kProtectionRejections).
   void protection_rejected(uint32_t upstream, Reason reason) noexcept {
@@ -215,6 +220,9 @@ struct ReactorMetrics {
   const Counter& circuit_rejected(uint32_t upstream) const noexcept {
     return upstreams_[upstream].circuit_rejected;
   }
+  const Counter& circuit_fail_open(uint32_t upstream) const noexcept {
+    return upstreams_[upstream].circuit_fail_open;
+  }
   // `index` into kProtectionRejections.
   const Counter& protection_rejected(uint32_t upstream, std::size_t index) const noexcept {
     return upstreams_[upstream].protection[index];
@@ -256,6 +264,7 @@ struct ReactorMetrics {
     Counter abandoned;
     Histogram queue_wait;
     Counter circuit_rejected;
+    Counter circuit_fail_open;
     std::array<Counter, kRetryResultLabels.size()> retries{};
     std::array<Counter, kHedgeResultLabels.size()> hedges{};
     std::array<Counter, kProtectionRejections.size()> protection{};

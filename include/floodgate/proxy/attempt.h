@@ -162,7 +162,9 @@ class Attempt final : public net::StreamOwner {
   void stop_awaiting() noexcept;
   bool retry_stale_connection();
   // The attempt's verdict for its backend's circuit breaker (once; later calls do nothing).
-  void judge(resilience::CircuitVerdict verdict) noexcept;
+  // What it was, for the process log's line if the verdict moves the circuit: a transport
+  // failure's `reason`, or Reason::none and the response head's `status`.
+  void judge(resilience::CircuitVerdict verdict, Reason reason, int status) noexcept;
   // Fails the attempt for `reason` (metrics by kind, the process log), then lets the client
   // answer or cut. `error`: the system's errno behind it, 0 when none.
   // `detail`: what the system or OpenSSL said, when `error` does not say it.

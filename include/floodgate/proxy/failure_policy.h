@@ -44,8 +44,8 @@ struct FailurePolicy {
   // mode = "shadow": attempts record, selection ignores the breakers (would_reject instead).
   bool breakers_shadow = false;
   resilience::CircuitLimits limits{};
-  resilience::WhenAllOpen when_all_open = resilience::WhenAllOpen::reject;
-  std::bitset<100> failure_statuses{};  // status - 500
+  resilience::WhenAllOpen when_all_open = resilience::WhenAllOpen::least_recently_failed;
+  std::bitset<100> failure_statuses{};  // status - 500; none by default (issue 35)
 
   // -- The global retry budget, set by the generation's builder; null when
   // retry_budget.enabled is false (no limit). The per-upstream one is Upstream::retry_budget.
@@ -79,6 +79,10 @@ bool backend_failure(Reason reason) noexcept;
 // that is not a backend failure gets kBackendFailureKinds.
 inline constexpr std::size_t kBackendFailureKinds = 6;
 std::size_t backend_failure_kind(Reason reason) noexcept;
+// The four transitions of a circuit (closed -> open, open -> half_open, half_open -> closed,
+// half_open -> open), for per-transition state such as the process log's throttles
+// (circuit_log.h).
+inline constexpr std::size_t kCircuitTransitions = 4;
 
 // What the retry rules see of a failed attempt and its exchange.
 struct RetryCandidate {

@@ -6,9 +6,14 @@
 // owns its state; selection only reads both.
 //
 // When no backend may take a first attempt, the answer says why: every backend is down
-// (no_healthy_backend), every backend that is up has an open circuit (when_all_open: reject is
-// 503 circuit_open with Retry-After until the first half-open; least_recently_failed sends it to
-// the backend whose latest failure is oldest), or every one is at its cap (no_eligible_backend).
+// (no_healthy_backend), every backend that is up has an open circuit (when_all_open:
+// least_recently_failed, the default, fails open: it sends the attempt to the backend whose
+// latest failure is oldest and says so in `fail_open`, so that a pool never blacks out on its
+// breakers, a one-backend pool included; reject is 503 circuit_open with Retry-After until the
+// first half-open), or every one is at its cap (no_eligible_backend).
+//
+// The try_pass() that moves a circuit from open to half-open is made here: its line in the
+// process log is written here too (circuit_log.h), naming `up`.
 //
 // In shadow mode (circuit_breaker.mode = "shadow") selection ignores the circuits, but each
 // attempt still takes a pass (a forced one when the circuit would refuse it), so the breakers
@@ -37,6 +42,9 @@ struct Selection {
   Reason refusal = Reason::none;       // no backend: no_healthy_backend, circuit_open, ...
   Clock::time_point half_open_at{};    // circuit_open: when the first open circuit half-opens
   Reason would_refuse = Reason::none;  // shadow mode: circuit_open when enforce would refuse
+  // Every backend that is up had an open circuit and this one was picked anyway
+  // (when_all_open = least_recently_failed): floodgate_circuit_fail_open_total.
+  bool fail_open = false;
 
   explicit operator bool() const noexcept { return backend >= 0; }
 };

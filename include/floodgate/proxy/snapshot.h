@@ -111,6 +111,9 @@ struct Backend {
   // The process log's lines about this backend's failures: at most one a second per kind of
   // failure, whichever reactor sees it (Attempt::log_failure; index: backend_failure_kind()).
   std::array<SharedLogThrottle, kBackendFailureKinds> failure_log;
+  // The lines about its circuit's transitions: at most one a second per transition
+  // (circuit_log.h; index: kCircuitTransitions' order).
+  std::array<SharedLogThrottle, kCircuitTransitions> circuit_log;
 };
 
 // A pool's admission state, long-lived like Backend: every generation whose pool has the same

@@ -71,7 +71,7 @@ struct ProtocolParams {
 // What a request gets when every backend it could go to has an open circuit.
 enum class WhenAllOpen {
   reject,                 // 503 circuit_open, Retry-After = the time until the first half-open
-  least_recently_failed,  // sent to the backend that failed least recently
+  least_recently_failed,  // sent to the backend that failed least recently (fail open)
 };
 
 // [resilience.circuit_breaker]: one breaker per backend address (issue 13). `mode = "shadow"`:
@@ -79,13 +79,22 @@ enum class WhenAllOpen {
 // nothing is answered circuit_open; what enforce mode would have refused is counted and logged
 // (would_reject). The seed gives the table no mode; the retry budget and hedging refuse no
 // request (they decide whether a second attempt is made), so they have none.
+//
+// The defaults are issue 35's: a closed circuit opens only after at least min_requests verdicts
+// in `window`, when failure_threshold of them in a row failed or failure_rate_percent of them
+// did; only transport failures and timeouts count unless failure_statuses lists statuses; and
+// when every circuit of a pool is open (a one-backend pool's one), requests fail open to the
+// least recently failed backend. docs/resilience.md says why each.
 struct CircuitBreakerParams {
   bool enabled = true;
-  uint32_t failure_threshold = 3;          // consecutive recorded failures: closed -> open
-  std::chrono::milliseconds open{30'000};  // open -> half-open after this long (> 0)
-  uint32_t half_open_max_probes = 1;       // concurrent probes while half-open (> 0)
-  std::vector<uint16_t> failure_statuses{502, 503, 504};  // distinct, 500..599, as written
-  WhenAllOpen when_all_open = WhenAllOpen::reject;
+  uint32_t failure_threshold = 5;            // consecutive recorded failures (with min_requests)
+  uint32_t min_requests = 10;                // verdicts in `window` before any opening (> 0)
+  uint32_t failure_rate_percent = 50;        // failures / verdicts in `window`; 0 = no rate rule
+  std::chrono::milliseconds window{10'000};  // the sliding window of the counts (> 0)
+  std::chrono::milliseconds open{30'000};    // open -> half-open after this long (> 0)
+  uint32_t half_open_max_probes = 1;         // concurrent probes while half-open (> 0)
+  std::vector<uint16_t> failure_statuses{};  // distinct, 500..599, as written; [] = none
+  WhenAllOpen when_all_open = WhenAllOpen::least_recently_failed;
   Mode mode = Mode::enforce;
   bool operator==(const CircuitBreakerParams&) const = default;
 };

@@ -119,7 +119,7 @@ TEST(ConfigDiff, ReportsTheFailureHandlingSubTablesThatDiffer) {
   const config::Config a = parse(kBase);
   const config::Config b = parse(std::string(R"(
 [resilience.circuit_breaker]
-failure_threshold = 5
+failure_threshold = 7
 [resilience.retry_budget]
 ratio_percent = 20
 [resilience.hedging]

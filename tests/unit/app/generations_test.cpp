@@ -255,16 +255,24 @@ TEST(Generations, ActivationGivesEveryBreakerTheActiveLimits) {
   const std::string tight = kOnePool + R"(
 [resilience.circuit_breaker]
 failure_threshold = 7
+min_requests = 2
+failure_rate_percent = 0
+window = "5s"
 open = "2s"
 half_open_max_probes = 3
 )";
   g.activate(g.build(parse(kOnePool), kOnePool));
   const auto breaker = g.active().snapshot->upstreams[0]->backends[0]->breaker;
-  EXPECT_EQ(breaker->limits().failure_threshold, 3U);
+  EXPECT_EQ(breaker->limits(), resilience::CircuitLimits{});
   g.activate(g.build(parse(tight), tight));
-  EXPECT_EQ(breaker->limits(), (resilience::CircuitLimits{7, std::chrono::seconds(2), 3}));
+  EXPECT_EQ(breaker->limits(), (resilience::CircuitLimits{.failure_threshold = 7,
+                                                          .min_requests = 2,
+                                                          .failure_rate_percent = 0,
+                                                          .window = std::chrono::seconds(5),
+                                                          .open = std::chrono::seconds(2),
+                                                          .half_open_max_probes = 3}));
   ASSERT_TRUE(g.rollback());
-  EXPECT_EQ(breaker->limits().failure_threshold, 3U);
+  EXPECT_EQ(breaker->limits(), resilience::CircuitLimits{});
 }
 
 TEST(Generations, AReloadKeepsABudgetWhoseRatioAndWindowStayAndStartsAChangedOneAfresh) {

@@ -61,11 +61,14 @@ TEST(ConfigFailureHandling, DefaultsToTheIssuesValuesWhenTheTablesAreAbsent) {
   ASSERT_TRUE(r.ok()) << dump(r);
   const resilience::Params& p = r.config->resilience;
   EXPECT_TRUE(p.circuit_breaker.enabled);
-  EXPECT_EQ(p.circuit_breaker.failure_threshold, 3u);
+  EXPECT_EQ(p.circuit_breaker.failure_threshold, 5u);
+  EXPECT_EQ(p.circuit_breaker.min_requests, 10u);
+  EXPECT_EQ(p.circuit_breaker.failure_rate_percent, 50u);
+  EXPECT_EQ(p.circuit_breaker.window, 10s);
   EXPECT_EQ(p.circuit_breaker.open, 30s);
   EXPECT_EQ(p.circuit_breaker.half_open_max_probes, 1u);
-  EXPECT_EQ(p.circuit_breaker.failure_statuses, (std::vector<uint16_t>{502, 503, 504}));
-  EXPECT_EQ(p.circuit_breaker.when_all_open, WhenAllOpen::reject);
+  EXPECT_EQ(p.circuit_breaker.failure_statuses, (std::vector<uint16_t>{}));
+  EXPECT_EQ(p.circuit_breaker.when_all_open, WhenAllOpen::least_recently_failed);
   EXPECT_EQ(p.circuit_breaker.mode, resilience::Mode::enforce);
   EXPECT_TRUE(p.retry_budget.enabled);
   EXPECT_EQ(p.retry_budget.ratio_percent, 10u);
@@ -90,18 +93,22 @@ TEST(ConfigFailureHandling, KeepsTheDefaultsForEmptyTables) {
 
 TEST(ConfigFailureHandling, ReadsEveryCircuitBreakerKey) {
   const LoadResult r = breaker(
-      "enabled = false\nfailure_threshold = 5\nopen = \"1m\"\nhalf_open_max_probes = 4\n"
-      "failure_statuses = [500, 503]\nwhen_all_open = \"least_recently_failed\"\n"
+      "enabled = false\nfailure_threshold = 3\nmin_requests = 1\nfailure_rate_percent = 0\n"
+      "window = \"30s\"\nopen = \"1m\"\nhalf_open_max_probes = 4\n"
+      "failure_statuses = [500, 503]\nwhen_all_open = \"reject\"\n"
       "mode = \"shadow\"");
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
   EXPECT_EQ(r.config->resilience.circuit_breaker,
             (resilience::CircuitBreakerParams{.enabled = false,
-                                              .failure_threshold = 5,
+                                              .failure_threshold = 3,
+                                              .min_requests = 1,
+                                              .failure_rate_percent = 0,
+                                              .window = 30s,
                                               .open = 1min,
                                               .half_open_max_probes = 4,
                                               .failure_statuses = {500, 503},
-                                              .when_all_open = WhenAllOpen::least_recently_failed,
+                                              .when_all_open = WhenAllOpen::reject,
                                               .mode = resilience::Mode::shadow}));
 }
 
@@ -155,10 +162,12 @@ TEST(ConfigFailureHandling, KnowsTheUpstreamsWrittenAfterTheResilienceTable) {
 TEST(ConfigFailureHandling, ReadsTheHighestCountsAndTheEdgePercentages) {
   const LoadResult r = breaker(
       "failure_threshold = 1000000\nhalf_open_max_probes = 1000000\n"
-      "failure_statuses = [500, 599]");
+      "min_requests = 1000000\nfailure_rate_percent = 100\nfailure_statuses = [500, 599]");
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_EQ(r.config->resilience.circuit_breaker.failure_threshold, 1'000'000u);
   EXPECT_EQ(r.config->resilience.circuit_breaker.half_open_max_probes, 1'000'000u);
+  EXPECT_EQ(r.config->resilience.circuit_breaker.min_requests, 1'000'000u);
+  EXPECT_EQ(r.config->resilience.circuit_breaker.failure_rate_percent, 100u);
   const LoadResult full = budget("ratio_percent = 100");
   ASSERT_TRUE(full.ok()) << dump(full);
   EXPECT_EQ(full.config->resilience.retry_budget.ratio_percent, 100u);
@@ -252,12 +261,22 @@ INSTANTIATE_TEST_SUITE_P(
                  "\"fail_open\"; expected reject or least_recently_failed"},
         KeyError{"policy_not_a_string", kBreaker, "when_all_open = true",
                  "test.toml:2:1: error: resilience.circuit_breaker.when_all_open: expected a "
-                 "string, got a boolean (true); e.g. when_all_open = \"reject\""},
+                 "string, got a boolean (true); e.g. when_all_open = \"least_recently_failed\""},
+        KeyError{"zero_min_requests", kBreaker, "min_requests = 0",
+                 "test.toml:2:1: error: resilience.circuit_breaker.min_requests: 0 is out of "
+                 "range; use an integer from 1 to 1000000"},
+        KeyError{"rate_above_100", kBreaker, "failure_rate_percent = 101",
+                 "test.toml:2:1: error: resilience.circuit_breaker.failure_rate_percent: 101 is "
+                 "out of range; use an integer from 0 to 100"},
+        KeyError{"zero_window", kBreaker, "window = \"0s\"",
+                 "test.toml:2:1: error: resilience.circuit_breaker.window: must be greater than "
+                 "0; e.g. window = \"10s\""},
         KeyError{"typo", kBreaker, "failure_treshold = 3",
                  "test.toml:2:1: error: resilience.circuit_breaker.failure_treshold: unknown key "
                  "'failure_treshold' in [resilience.circuit_breaker] (did you mean "
-                 "'failure_threshold'?); expected one of: enabled, failure_threshold, open, "
-                 "half_open_max_probes, failure_statuses, when_all_open, mode"},
+                 "'failure_threshold'?); expected one of: enabled, failure_threshold, "
+                 "min_requests, failure_rate_percent, window, open, half_open_max_probes, "
+                 "failure_statuses, when_all_open, mode"},
         KeyError{"unknown_mode", kBreaker, "mode = \"dry_run\"",
                  "test.toml:2:1: error: resilience.circuit_breaker.mode: unknown value "
                  "\"dry_run\"; expected enforce or shadow"},

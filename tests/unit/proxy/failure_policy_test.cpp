@@ -139,6 +139,13 @@ TEST(FailurePolicyOf, FailureStatusesAreTheConfiguredOnes) {
   EXPECT_EQ(circuit_verdict_of_status(p, 429), CircuitVerdict::success);
 }
 
+TEST(FailurePolicyOf, TheDefaultsCountNoStatusAndFailOpen) {
+  const FailurePolicy p = FailurePolicy::of(resilience::Params{});
+  for (int status = 500; status < 600; ++status) EXPECT_FALSE(p.failure_status(status)) << status;
+  EXPECT_EQ(p.when_all_open, resilience::WhenAllOpen::least_recently_failed);
+  EXPECT_EQ(p.limits, resilience::CircuitLimits{});
+}
+
 TEST(FailurePolicyOf, HedgeMethodsAreTheNamedOnesExactly) {
   resilience::Params params;
   params.hedging.enabled = true;
@@ -196,9 +203,14 @@ class Selecting : public ::testing::Test {
   }
 
   ManualClock clock_;
+  // The streak alone (min_requests 1, no rate rule), so that open() opens at once.
   FailurePolicy policy_ = [] {
     FailurePolicy p;
-    p.limits = {.failure_threshold = 2, .open = 10s, .half_open_max_probes = 1};
+    p.limits = {.failure_threshold = 2,
+                .min_requests = 1,
+                .failure_rate_percent = 0,
+                .open = 10s,
+                .half_open_max_probes = 1};
     return p;
   }();
   Upstream up_;
@@ -242,14 +254,26 @@ TEST_F(Selecting, InShadowModeAnOpenBackendStillGetsAttemptsThatRecordTheirVerdi
   EXPECT_EQ(breaker(0).streak(), policy_.limits.failure_threshold + 1);
 }
 
-TEST_F(Selecting, InShadowModeEveryCircuitOpenIsAWouldRefuse) {
+TEST_F(Selecting, InShadowModeEveryCircuitOpenIsAWouldRefuseWhenRejectIsConfigured) {
   build(2);
   policy_.breakers_shadow = true;
+  policy_.when_all_open = resilience::WhenAllOpen::reject;
   open(0);
   open(1);
   const Selection s = primary();
   ASSERT_TRUE(s) << "shadow mode refuses nothing";
   EXPECT_EQ(s.would_refuse, Reason::circuit_open);
+}
+
+TEST_F(Selecting, InShadowModeEveryCircuitOpenIsNoWouldRefuseWhenTheBreakersFailOpen) {
+  build(2);
+  policy_.breakers_shadow = true;
+  open(0);
+  open(1);
+  const Selection s = primary();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s.would_refuse, Reason::none) << "enforce mode would have sent it on as well";
+  EXPECT_FALSE(s.fail_open) << "shadow mode ignores the circuits: nothing failed open";
 }
 
 TEST_F(Selecting, InShadowModeAHalfOpenBackendsProbeStillDecides) {
@@ -286,7 +310,8 @@ TEST_F(Selecting, AHalfOpenBackendTakesOneProbeAtATime) {
   EXPECT_EQ(breaker(0).probes_in_flight(), 0U);
 }
 
-TEST_F(Selecting, EveryCircuitOpenIsCircuitOpenUntilTheFirstHalfOpen) {
+TEST_F(Selecting, EveryCircuitOpenIsCircuitOpenUntilTheFirstHalfOpenWhenRejectIsConfigured) {
+  policy_.when_all_open = resilience::WhenAllOpen::reject;
   build(2);
   open(0);
   clock_.advance(3s);
@@ -298,8 +323,8 @@ TEST_F(Selecting, EveryCircuitOpenIsCircuitOpenUntilTheFirstHalfOpen) {
   EXPECT_EQ(s.half_open_at - clock_.now(), 7s);
 }
 
-TEST_F(Selecting, EveryCircuitOpenGoesToTheLeastRecentlyFailedWhenConfigured) {
-  policy_.when_all_open = resilience::WhenAllOpen::least_recently_failed;
+TEST_F(Selecting, EveryCircuitOpenFailsOpenToTheLeastRecentlyFailedByDefault) {
+  ASSERT_EQ(policy_.when_all_open, resilience::WhenAllOpen::least_recently_failed);
   build(3);
   open(1);
   clock_.advance(1s);
@@ -310,6 +335,36 @@ TEST_F(Selecting, EveryCircuitOpenGoesToTheLeastRecentlyFailedWhenConfigured) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s.backend, 1);
   EXPECT_FALSE(s.pass.probe());
+  EXPECT_TRUE(s.fail_open) << "counted in floodgate_circuit_fail_open_total";
+}
+
+TEST_F(Selecting, AOneBackendPoolWithAnOpenCircuitKeepsGettingRequests) {
+  build(1);
+  open(0);
+  for (int i = 0; i < 3; ++i) {
+    Selection s = primary();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s.backend, 0);
+    EXPECT_TRUE(s.fail_open);
+    breaker(0).record(std::move(s.pass), CircuitVerdict::failure, clock_.now());
+  }
+  EXPECT_EQ(breaker(0).state(clock_.now()), CircuitState::open);
+  clock_.advance(10s);
+  const Selection probe = primary();
+  EXPECT_TRUE(probe.pass.probe()) << "the half-open probe still comes first";
+  EXPECT_FALSE(probe.fail_open);
+  const Selection beside = primary();  // the one permit is out: fails open beside the probe
+  ASSERT_TRUE(beside);
+  EXPECT_TRUE(beside.fail_open);
+}
+
+TEST_F(Selecting, ASelectionWithAClosedOrHalfOpenBackendIsNotAFailOpen) {
+  build(2);
+  open(0);
+  EXPECT_FALSE(primary().fail_open);
+  clock_.advance(10s);
+  open(1);
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(primary().fail_open);
 }
 
 TEST_F(Selecting, DownBackendsAreNoHealthyBackendWhateverTheirCircuits) {

@@ -101,6 +101,31 @@ TEST(CircuitBreakerRace, ManyThreadsFailingAtOnceOpenTheCircuitExactlyOnce) {
   EXPECT_EQ(f.breaker.half_open_at(), f.clock.now() + 30s);
 }
 
+// The rate rule under racing failures: the counts are read beside the word, so several
+// failures may see the rate reached at once; exactly one of them opens the circuit, and every
+// verdict is in the window.
+TEST(CircuitBreakerRace, ManyThreadsFailingAtTheRateOpenTheCircuitExactlyOnce) {
+  constexpr int kEach = 50;
+  Fixture f(window_limits(100, 50, 1'000'000));
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      std::vector<CircuitPass> passes;  // all admitted while closed
+      passes.reserve(kEach);
+      for (int i = 0; i < kEach; ++i) passes.push_back(f.pass());
+      start.arrive_and_wait();
+      for (CircuitPass& p : passes) f.breaker.record(std::move(p), kFailure, f.clock.now());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(f.breaker.transitions(closed, open), 1u);
+  EXPECT_EQ(f.state(), open);
+  EXPECT_EQ(f.breaker.window(f.clock.now()),
+            (FailureWindow::Counts{.requests = kThreads * kEach, .failures = kThreads * kEach}));
+}
+
 // Mixed traffic with time moving and limits reloading: no probe limit is ever exceeded, no
 // permit leaks, and the transition counts balance with the final state.
 TEST(CircuitBreakerRace, TransitionsBalanceUnderMixedTrafficAndReloads) {

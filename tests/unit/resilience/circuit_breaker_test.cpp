@@ -317,6 +317,147 @@ TEST(CircuitBreaker, TransitionCountersCountEveryTransitionOnce) {
   EXPECT_EQ(f.breaker.transitions(open, open), 0u);
 }
 
+// --- the window: min_requests and the failure rate (issue 35) ---
+
+TEST(CircuitBreaker, TheDefaultsDoNotOpenOnThreeFailuresOfOneClient) {
+  Fixture f{CircuitLimits{}};
+  f.fail(9);
+  EXPECT_EQ(f.state(), closed) << "nine failures are fewer than min_requests = 10";
+  f.fail();
+  EXPECT_EQ(f.state(), open);
+}
+
+TEST(CircuitBreaker, DoesNotOpenBeforeMinRequestsVerdictsWhateverTheStreak) {
+  Fixture f(window_limits(10, 50, 3));
+  f.fail(9);
+  EXPECT_EQ(f.state(), closed);
+  EXPECT_EQ(f.breaker.streak(), 9u);
+  const CircuitTransition t = f.fail();
+  EXPECT_EQ(f.state(), open);
+  EXPECT_EQ(t.opened_by, OpenedBy::streak);
+  EXPECT_EQ(t.window, (FailureWindow::Counts{.requests = 10, .failures = 10}));
+}
+
+TEST(CircuitBreaker, OpensWhenTheFailuresReachTheRateOfTheWindowsVerdicts) {
+  Fixture f(window_limits(10, 50, 100));
+  f.succeed(5);
+  f.fail(4);
+  EXPECT_EQ(f.state(), closed);
+  const CircuitTransition t = f.fail();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t.from, closed);
+  EXPECT_EQ(t.to, open);
+  EXPECT_EQ(t.opened_by, OpenedBy::failure_rate);
+  EXPECT_EQ(t.streak, 5u);
+  EXPECT_EQ(t.window, (FailureWindow::Counts{.requests = 10, .failures = 5}));
+}
+
+TEST(CircuitBreaker, FailuresBelowTheRateAmongSuccessesNeverOpen) {
+  Fixture f(window_limits(10, 50, 5));
+  for (int i = 0; i < 200; ++i) {
+    f.succeed(2);
+    f.fail();
+  }
+  EXPECT_EQ(f.state(), closed);
+  EXPECT_EQ(f.breaker.transitions(closed, open), 0u);
+}
+
+TEST(CircuitBreaker, TheStreakOpensUnderTheRateOnceTheWindowHoldsMinRequests) {
+  Fixture f(window_limits(10, 50, 5));
+  f.succeed(20);
+  f.fail(4);
+  EXPECT_EQ(f.state(), closed);
+  const CircuitTransition t = f.fail();
+  EXPECT_EQ(t.opened_by, OpenedBy::streak);
+  EXPECT_EQ(t.window, (FailureWindow::Counts{.requests = 25, .failures = 5}));
+}
+
+TEST(CircuitBreaker, ARateOfZeroLeavesTheStreakAlone) {
+  Fixture f(window_limits(10, 0, 5));
+  for (int i = 0; i < 20; ++i) {
+    f.fail(4);
+    f.succeed();
+  }
+  EXPECT_EQ(f.state(), closed) << "80% failed, never five in a row";
+  f.fail(5);
+  EXPECT_EQ(f.state(), open);
+}
+
+TEST(CircuitBreaker, VerdictsOlderThanTheWindowNoLongerCount) {
+  Fixture f(window_limits(10, 50, 100));
+  f.fail(9);
+  f.clock.advance(10s);
+  EXPECT_EQ(f.breaker.window(f.clock.now()), (FailureWindow::Counts{}));
+  f.fail();
+  EXPECT_EQ(f.state(), closed);
+  EXPECT_EQ(f.breaker.window(f.clock.now()), (FailureWindow::Counts{.requests = 1, .failures = 1}));
+}
+
+TEST(CircuitBreaker, AClosingStartsTheWindowAfresh) {
+  Fixture f(window_limits(10, 50, 100));
+  f.fail(10);
+  ASSERT_EQ(f.state(), open);
+  f.clock.advance(30s);
+  const CircuitTransition closing = f.succeed();
+  EXPECT_EQ(closing.from, half_open);
+  EXPECT_EQ(closing.to, closed);
+  EXPECT_EQ(f.breaker.window(f.clock.now()), (FailureWindow::Counts{}));
+  f.fail();
+  EXPECT_EQ(f.state(), closed) << "the failures that opened it do not reopen it";
+}
+
+TEST(CircuitBreaker, VerdictsWhileOpenCountInTheWindow) {
+  Fixture f(window_limits(10, 50, 100));
+  f.fail(10);
+  f.breaker.record(f.breaker.force_pass(), kSuccess, f.clock.now());
+  f.breaker.record(f.breaker.force_pass(), kFailure, f.clock.now());
+  EXPECT_EQ(f.breaker.window(f.clock.now()),
+            (FailureWindow::Counts{.requests = 12, .failures = 11}));
+  EXPECT_EQ(f.breaker.transitions(closed, open), 1u);
+}
+
+TEST(CircuitBreaker, AReloadKeepsTheWindowUnlessItsLengthChanges) {
+  Fixture f(window_limits(10, 50, 100));
+  f.fail(5);
+  f.breaker.set_limits(window_limits(20, 60, 100));
+  EXPECT_EQ(f.breaker.window(f.clock.now()), (FailureWindow::Counts{.requests = 5, .failures = 5}));
+  CircuitLimits longer = window_limits(20, 60, 100);
+  longer.window = 20s;
+  f.breaker.set_limits(longer);
+  EXPECT_EQ(f.breaker.window(f.clock.now()), (FailureWindow::Counts{}));
+  EXPECT_EQ(f.breaker.limits(), longer);
+}
+
+TEST(CircuitBreaker, LoweredMinRequestsOpenAtTheNextFailure) {
+  Fixture f(window_limits(10, 50, 100));
+  f.fail(5);
+  f.breaker.set_limits(window_limits(5, 50, 100));
+  EXPECT_EQ(f.state(), closed);  // set_limits opens nothing
+  f.fail();
+  EXPECT_EQ(f.state(), open);
+}
+
+TEST(CircuitBreaker, RecordReportsOnlyTheTransitionsItMakes) {
+  Fixture f(limits(2, 30s, 2));
+  EXPECT_FALSE(f.fail());
+  EXPECT_FALSE(f.succeed());
+  f.fail();
+  const CircuitTransition opening = f.fail();
+  EXPECT_EQ(opening.from, closed);
+  EXPECT_EQ(opening.to, open);
+  EXPECT_EQ(opening.streak, 2u);
+  f.clock.advance(30s);
+  CircuitPass first = f.pass();
+  CircuitPass second = f.pass();
+  EXPECT_TRUE(first.half_opened()) << "this pass moved open -> half_open";
+  EXPECT_FALSE(second.half_opened());
+  const CircuitTransition reopening = f.breaker.record(std::move(first), kFailure, f.clock.now());
+  EXPECT_EQ(reopening.from, half_open);
+  EXPECT_EQ(reopening.to, open);
+  EXPECT_EQ(reopening.opened_by, OpenedBy::none);
+  EXPECT_FALSE(f.breaker.record(std::move(second), kFailure, f.clock.now())) << "a straggler";
+}
+
 // --- reloads ---
 
 TEST(CircuitBreaker, AReloadKeepsTheStateAndTheStreak) {
@@ -406,10 +547,18 @@ TEST(CircuitBreaker, ARaisedProbeLimitLetsMoreThroughAtOnce) {
 }
 
 TEST(CircuitBreaker, LimitsAreClampedIntoTheirRanges) {
-  const CircuitBreaker breaker(limits(0, -1s, 0));
+  CircuitLimits low = limits(0, -1s, 0);
+  low.min_requests = 0;
+  const CircuitBreaker breaker(low);
   EXPECT_EQ(breaker.limits(), limits(1, 0s, 1));
-  const CircuitBreaker big(limits(UINT32_MAX, 1s, UINT32_MAX));
-  EXPECT_EQ(big.limits(), limits(CircuitBreaker::kMaxThreshold, 1s, CircuitBreaker::kMaxProbes));
+  CircuitLimits high = limits(UINT32_MAX, 1s, UINT32_MAX);
+  high.min_requests = UINT32_MAX;
+  high.failure_rate_percent = 101;
+  const CircuitBreaker big(high);
+  CircuitLimits clamped = limits(CircuitBreaker::kMaxThreshold, 1s, CircuitBreaker::kMaxProbes);
+  clamped.min_requests = CircuitBreaker::kMaxMinRequests;
+  clamped.failure_rate_percent = 100;
+  EXPECT_EQ(big.limits(), clamped);
 }
 
 TEST(CircuitBreaker, RefusedAttemptsWhileOpenAddNothingToTheStreak) {
@@ -420,10 +569,25 @@ TEST(CircuitBreaker, RefusedAttemptsWhileOpenAddNothingToTheStreak) {
 }
 
 TEST(CircuitLimits, ComeFromTheParams) {
-  const CircuitBreakerParams params{
-      .failure_threshold = 7, .open = std::chrono::milliseconds(1500), .half_open_max_probes = 2};
-  EXPECT_EQ(circuit_limits(params), limits(7, 1500ms, 2));
+  const CircuitBreakerParams params{.failure_threshold = 7,
+                                    .min_requests = 1,
+                                    .failure_rate_percent = 0,
+                                    .window = std::chrono::milliseconds(2500),
+                                    .open = std::chrono::milliseconds(1500),
+                                    .half_open_max_probes = 2};
+  CircuitLimits expected = limits(7, 1500ms, 2);
+  expected.window = 2500ms;
+  EXPECT_EQ(circuit_limits(params), expected);
   EXPECT_EQ(CircuitLimits{}, circuit_limits(CircuitBreakerParams{}));
+}
+
+TEST(CircuitLimits, DefaultToTenRequestsHalfOfThemFailedOrFiveInARow) {
+  const CircuitLimits l;
+  EXPECT_EQ(l.min_requests, 10u);
+  EXPECT_EQ(l.failure_rate_percent, 50u);
+  EXPECT_EQ(l.failure_threshold, 5u);
+  EXPECT_EQ(l.window, 10s);
+  EXPECT_EQ(l.open, 30s);
 }
 
 TEST(CircuitBreaker, ThePerRequestCallsDoNotAllocate) {
