@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "floodgate/config/config.h"
 
@@ -92,16 +93,28 @@ void bind_test(const std::string& config_path, config::LoadResult& r) {
   if (failed) r.config.reset();
 }
 
+// The diagnostics and the notes, in one source order (a note after the problems of its line).
+std::vector<const config::Diagnostic*> in_source_order(const config::LoadResult& r) {
+  std::vector<const config::Diagnostic*> all;
+  for (const auto* list : {&r.diagnostics, &r.notes}) {
+    for (const config::Diagnostic& d : *list) all.push_back(&d);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto* a, const auto* b) {
+    return std::pair(a->line, a->column) < std::pair(b->line, b->column);
+  });
+  return all;
+}
+
 }  // namespace
 
 int check(const std::string& config_path, Options::Format format, bool bind) {
   config::LoadResult r = config::load_file(config_path);
   if (bind && r.ok()) bind_test(config_path, r);
   if (format == Options::Format::json) {
-    print_line(config::to_json(r));
+    print_line(config::to_json(r, true));
   } else {
-    for (const config::Diagnostic& d : r.diagnostics) {
-      print_line(config::format(d));
+    for (const config::Diagnostic* d : in_source_order(r)) {
+      print_line(config::format(*d));
     }
     std::fflush(stdout);
     print_summary(config_path, r);

@@ -192,9 +192,10 @@ Generations::Entry Generations::build_hashed(const config::Config& cfg, std::str
   snap->rate_limits = rate_limits(cfg);
   snap->quota = quota(cfg);
   snap->route_chains.reserve(cfg.routes.size());
-  for (const uint32_t id : route_upstreams) {
-    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[id], snap->protection,
-                                                          snap->rate_limits, snap->quota));
+  for (std::size_t i = 0; i < cfg.routes.size(); ++i) {
+    snap->route_chains.push_back(proxy::build_route_chain(*snap->by_id[route_upstreams[i]],
+                                                          snap->protection, snap->rate_limits,
+                                                          snap->quota, cfg.routes[i]));
   }
   snap->front_state = front_;
   snap->front = proxy::build_front_chain(cfg.resilience, snap->max_inflight, front_);

@@ -15,12 +15,16 @@ void render_rate_limit_metrics(PrometheusWriter& w, const proxy::Snapshot& servi
   constexpr std::string_view kRequests = "floodgate_rate_limit_requests_total";
   w.header(kRequests,
            "Requests each scoped rate limit decided, by result: allowed (took a token), limited "
-           "(429 rate_limited), shadow_limited (would have been limited: shadow mode).",
+           "(429 rate_limited), shadow_limited (would have been limited: shadow mode), skipped "
+           "(without the rule's key, missing_key = \"skip\": not counted).",
            MetricType::counter);
   for (const proxy::RateLimitRule& r : rules) {
     const Totals t = r.state->totals();
-    const std::array<std::pair<std::string_view, uint64_t>, 3> results{
-        {{"allowed", t.allowed}, {"limited", t.limited}, {"shadow_limited", t.shadow_limited}}};
+    const std::array<std::pair<std::string_view, uint64_t>, 4> results{
+        {{"allowed", t.allowed},
+         {"limited", t.limited},
+         {"shadow_limited", t.shadow_limited},
+         {"skipped", t.skipped}}};
     for (const auto& [result, value] : results) {
       const Label labels[] = {{"rule", r.params.name}, {"result", result}};
       w.sample(kRequests, labels, value);

@@ -13,7 +13,17 @@ std::string format(const Diagnostic& d) {
     out += ':';
     out += std::to_string(d.column);
   }
-  out += d.severity == Diagnostic::Severity::error ? ": error: " : ": warning: ";
+  switch (d.severity) {
+    case Diagnostic::Severity::error:
+      out += ": error: ";
+      break;
+    case Diagnostic::Severity::warning:
+      out += ": warning: ";
+      break;
+    case Diagnostic::Severity::note:
+      out += ": note: ";
+      break;
+  }
   if (!d.path.empty()) {
     out += d.path + ": ";
   }
@@ -31,21 +41,37 @@ void Collector::warning(Position at, std::string path, std::string message) {
   add(Diagnostic::Severity::warning, at, std::move(path), std::move(message));
 }
 
+void Collector::note(Position at, std::string path, std::string message) {
+  notes_.push_back(Diagnostic{Diagnostic::Severity::note, file_, at.line, at.column,
+                              std::move(path), std::move(message)});
+}
+
 void Collector::add(Diagnostic::Severity severity, Position at, std::string path,
                     std::string message) {
   diagnostics_.push_back(
       Diagnostic{severity, file_, at.line, at.column, std::move(path), std::move(message)});
 }
 
-std::vector<Diagnostic> Collector::take() {
-  std::stable_sort(diagnostics_.begin(), diagnostics_.end(),
-                   [](const Diagnostic& a, const Diagnostic& b) {
-                     return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-                   });
+namespace {
+
+std::vector<Diagnostic> in_source_order(std::vector<Diagnostic>& from) {
+  std::stable_sort(from.begin(), from.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
   std::vector<Diagnostic> out;
-  out.swap(diagnostics_);
-  errors_ = 0;
+  out.swap(from);
   return out;
+}
+
+}  // namespace
+
+std::vector<Diagnostic> Collector::take() {
+  errors_ = 0;
+  return in_source_order(diagnostics_);
+}
+
+std::vector<Diagnostic> Collector::take_notes() {
+  return in_source_order(notes_);
 }
 
 }  // namespace detail

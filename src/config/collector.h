@@ -23,6 +23,8 @@ class Collector {
 
   void error(Position at, std::string path, std::string message);
   void warning(Position at, std::string path, std::string message);
+  // A fact `floodgate check` states about the file (LoadResult::notes), not a problem.
+  void note(Position at, std::string path, std::string message);
 
   bool has_errors() const { return errors_ > 0; }
   int error_count() const { return errors_; }
@@ -30,12 +32,15 @@ class Collector {
 
   // The diagnostics in source order (position-less ones first); leaves the Collector empty.
   std::vector<Diagnostic> take();
+  // The notes in source order; leaves the Collector without them.
+  std::vector<Diagnostic> take_notes();
 
  private:
   void add(Diagnostic::Severity severity, Position at, std::string path, std::string message);
 
   std::string file_;
   std::vector<Diagnostic> diagnostics_;
+  std::vector<Diagnostic> notes_;
   int errors_ = 0;
 };
 

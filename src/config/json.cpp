@@ -60,14 +60,19 @@ boost::json::object item(const Diagnostic& d) {
 
 }  // namespace
 
-std::string to_json(const LoadResult& result) {
+std::string to_json(const LoadResult& result, bool notes) {
   boost::json::array errors;
   boost::json::array warnings;
   for (const Diagnostic& d : result.diagnostics) {
     (d.severity == Diagnostic::Severity::error ? errors : warnings).push_back(item(d));
   }
-  const boost::json::object doc{
+  boost::json::object doc{
       {"valid", result.ok()}, {"errors", std::move(errors)}, {"warnings", std::move(warnings)}};
+  if (notes && !result.notes.empty()) {
+    boost::json::array items;
+    for (const Diagnostic& d : result.notes) items.push_back(item(d));
+    doc["notes"] = std::move(items);
+  }
   return boost::json::serialize(doc);
 }
 

@@ -124,6 +124,16 @@ std::string suggestion(std::string_view text) {
 
 }  // namespace
 
+std::string key_source_text(const KeySource& k) {
+  for (const NamedForm& f : kNamedForms) {
+    if (f.kind == k.kind) return std::string(f.prefix) + ":" + k.name;
+  }
+  for (const BareForm& f : kBareForms) {
+    if (f.kind == k.kind) return std::string(f.text);  // cid before sticky-cid
+  }
+  return "none";  // Kind::none: no source, which no rule with a key has
+}
+
 Parsed<KeySource> parse_key_source(std::string_view text) {
   if (auto r = parse_form(text)) return std::move(*r);
   std::string message = quoted(text) + " is not a request-key source";

@@ -14,6 +14,7 @@
 // puts in front). Pure functions; any thread.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "floodgate/resilience/params.h"
@@ -27,5 +28,9 @@ inline constexpr std::string_view kKeySourceForms =
     "peer_ip, client_ip or bearer_token";
 
 Parsed<resilience::KeySource> parse_key_source(std::string_view text);
+
+// The text form of `k` that parse_key_source reads back as `k` ("header:x-tenant-id", "cid"), for
+// messages about a source the operator may not have written (a scope's default key).
+std::string key_source_text(const resilience::KeySource& k);
 
 }  // namespace floodgate::config::detail

@@ -50,6 +50,7 @@ LoadResult load_string(std::string_view toml_text, std::string_view source_name,
     out.error(detail::position_of(e.source()), "", "invalid TOML: " + lower_first(e.description()));
   }
   result.diagnostics = out.take();
+  result.notes = out.take_notes();
   return result;
 }
 
@@ -86,7 +87,7 @@ LoadResult load_file(const std::string& path, const Environment& env) {
   if (!read_file(path, text, why)) {
     detail::Collector out{path};
     out.error({}, "", "cannot read configuration file \"" + path + "\": " + why);
-    return LoadResult{std::nullopt, out.take()};
+    return LoadResult{std::nullopt, out.take(), {}};
   }
   return load_string(text, path, env);
 }

@@ -18,6 +18,7 @@ namespace floodgate::config::detail {
 namespace {
 
 using resilience::KeySource;
+using resilience::MissingKey;
 using resilience::QuotaPolicyParams;
 using resilience::QuotaSelector;
 using resilience::QuotaWindow;
@@ -28,6 +29,12 @@ constexpr std::string_view kSelectorExample =
     R"(selector = { tenant = { key = "header:x-tenant-id" } })";
 constexpr std::string_view kBurstExample = R"(burst = { requests = 100, window = "1s" })";
 constexpr std::string_view kSustainedExample = R"(sustained = { requests = 5000, window = "1m" })";
+
+constexpr std::array<Choice<MissingKey>, 3> kMissingKeys{{
+    {"refuse", MissingKey::refuse},
+    {"skip", MissingKey::skip},
+    {"peer", MissingKey::peer},
+}};
 
 // Policy name -> line of its definition; holds names with errors of their own too, so that a
 // second policy of the same name is told which one came first.
@@ -226,6 +233,76 @@ bool read_selector(TableReader& policy, QuotaSelector& s, RateLimitMarks& marks)
   return ok && unique;
 }
 
+// missing_key: refuse, skip or peer; "route", the scoped rate limits' fourth value, is told
+// what a policy takes instead.
+bool read_missing_key(TableReader& r, MissingKey& out) {
+  const toml::node* n = r.peek("missing_key");
+  if (n && n->as_string() && n->as_string()->get() == "route") {
+    r.find("missing_key");
+    r.error("missing_key",
+            "missing_key = \"route\" is for the scoped rate limits only; a quota policy takes "
+            "\"refuse\" (429 selector_identity_missing, the default), \"skip\" (the policy "
+            "does not count the request) or \"peer\" (the client's address stands in for the "
+            "missing identity)");
+    return false;
+  }
+  return r.choice("missing_key", kMissingKeys, out);
+}
+
+// The selected dimensions a request can lack, as `selector.<name>.key = "<source>"`, joined by
+// " or ".
+std::string missable_dimensions(const QuotaSelector& s) {
+  std::string out;
+  for (const Dimension& d : kDimensions) {
+    const KeySource& k = s.*(d.field);
+    if (k.kind == Kind::none || !resilience::can_be_missing(k.kind)) continue;
+    if (!out.empty()) out += " or ";
+    out += "selector." + std::string(d.name) + ".key = " + quoted(key_source_text(k));
+  }
+  return out;
+}
+
+// missing_key is pointless (a warning) when no selected dimension can be missing; otherwise,
+// when the quota is enabled, check notes what a request without one gets.
+void check_missing_key(TableReader& r, const QuotaPolicyParams& p, bool enabled) {
+  const bool written = r.peek("missing_key") != nullptr;
+  const std::string dimensions = missable_dimensions(p.selector);
+  if (dimensions.empty()) {
+    if (written) {
+      r.warning("missing_key",
+                "missing_key has no effect: every request has what this selector selects (the "
+                "route, or the client's address), so none lacks an identity; remove "
+                "missing_key");
+    }
+    return;
+  }
+  if (!enabled) return;
+  std::string choice = "(missing_key = ";
+  for (const Choice<MissingKey>& c : kMissingKeys) {
+    if (c.value == p.missing_key) choice += quoted(c.name);
+  }
+  choice += written ? ")" : ", the default)";
+  std::string what;
+  switch (p.missing_key) {
+    case MissingKey::skip:
+      what = "is not counted by this policy and passes it " + choice +
+             "; floodgate_quota_decisions_total{outcome=\"skipped\"} counts such requests";
+      break;
+    case MissingKey::peer:
+      what =
+          "is counted with its client's address in place of the missing identity (as "
+          "client_ip gives it, server.trusted_proxies honoured), one count per client " +
+          choice;
+      break;
+    case MissingKey::refuse:
+    case MissingKey::route:  // refused when read
+      what = "is refused with 429 selector_identity_missing " + choice;
+      break;
+  }
+  const Position at = written ? r.position("missing_key") : r.position("selector");
+  r.out().note(at, r.path("missing_key"), "a request without " + dimensions + " " + what);
+}
+
 // burst or sustained = { requests = N, window = "..." }; assigned only when valid.
 bool read_window(TableReader& policy, std::string_view key, std::string_view example,
                  std::chrono::milliseconds example_window, std::optional<QuotaWindow>& out) {
@@ -304,11 +381,12 @@ void check_contract(TableReader& r, const QuotaPolicyParams& p, const std::strin
 
 // One policy; true when everything its contract is made of is valid.
 bool read_policy(TableReader& r, QuotaPolicyParams& p, const std::string& path,
-                 const UpstreamRefs& u, Names& names, RateLimitMarks& marks) {
+                 const UpstreamRefs& u, Names& names, RateLimitMarks& marks, bool enabled) {
   using namespace std::chrono_literals;
   read_name(r, p, names);
   const bool allowlist_ok = read_upstream_names(r, "route_allowlist", p.route_allowlist, u);
   const bool selector_ok = read_selector(r, p.selector, marks);
+  if (read_missing_key(r, p.missing_key) && selector_ok) check_missing_key(r, p, enabled);
   const bool burst_ok = read_window(r, "burst", kBurstExample, 1s, p.burst);
   const bool sustained_ok = read_window(r, "sustained", kSustainedExample, 1min, p.sustained);
   const bool windows_ok = burst_ok && sustained_ok && check_windows(r, p, path);
@@ -318,13 +396,13 @@ bool read_policy(TableReader& r, QuotaPolicyParams& p, const std::string& path,
 }  // namespace
 
 void read_quota_policies(TableReader& r, std::vector<QuotaPolicyParams>& out, const UpstreamRefs& u,
-                         RateLimitMarks& marks) {
+                         RateLimitMarks& marks, bool enabled) {
   Names names;
   std::vector<Seen> seen;
   r.tables("policies", std::string(kPolicy), "", [&](TableReader& t, size_t i) {
     QuotaPolicyParams& p = out.emplace_back();
     const std::string path = r.element_path("policies", i);
-    if (read_policy(t, p, path, u, names, marks)) check_contract(t, p, path, seen);
+    if (read_policy(t, p, path, u, names, marks, enabled)) check_contract(t, p, path, seen);
     if (i == resilience::kMaxQuotaPolicies) {
       t.error("name", "more than " + std::to_string(resilience::kMaxQuotaPolicies) +
                           " quota policies; merge policies (a request waits for one backend "

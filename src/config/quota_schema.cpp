@@ -156,7 +156,7 @@ void read_quota(TableReader& r, QuotaParams& p, const UpstreamRefs& u, RateLimit
             "[resilience.quota.local_fallback], or set [resilience.quota.backend] kind = "
             "\"redis\"");
   }
-  read_quota_policies(r, p.policies, u, marks);
+  read_quota_policies(r, p.policies, u, marks, enabled_ok && p.enabled);
   if (enabled_ok && p.enabled && !has_policies(r)) {
     r.error("enabled",
             "enabled = true, but [resilience.quota] has no policy, so it would count nothing; "

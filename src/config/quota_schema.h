@@ -39,8 +39,9 @@ void read_quota(TableReader& r, resilience::QuotaParams& p, const UpstreamRefs& 
                 RateLimitMarks& marks);
 
 // (quota_policies.cpp) The array of tables `policies` of the [resilience.quota] table `r`, in
-// file order, each policy checked on its own and against the ones before it.
+// file order, each policy checked on its own and against the ones before it. `enabled`: whether
+// the quota is (check notes what its policies do with a request lacking an identity).
 void read_quota_policies(TableReader& r, std::vector<resilience::QuotaPolicyParams>& out,
-                         const UpstreamRefs& u, RateLimitMarks& marks);
+                         const UpstreamRefs& u, RateLimitMarks& marks, bool enabled);
 
 }  // namespace floodgate::config::detail

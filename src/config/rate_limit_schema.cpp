@@ -14,6 +14,7 @@ namespace floodgate::config::detail {
 namespace {
 
 using resilience::KeySource;
+using resilience::MissingKey;
 using resilience::OnTableFull;
 using resilience::RateScope;
 using resilience::RateTier;
@@ -32,6 +33,12 @@ constexpr std::array<Choice<RateScope>, 4> kScopes{{
 constexpr std::array<Choice<OnTableFull>, 2> kOnTableFull{{
     {"overflow_bucket", OnTableFull::overflow_bucket},
     {"fail_open", OnTableFull::fail_open},
+}};
+
+constexpr std::array<Choice<MissingKey>, 3> kMissingKeys{{
+    {"peer", MissingKey::peer},
+    {"route", MissingKey::route},
+    {"skip", MissingKey::skip},
 }};
 
 constexpr std::string_view kTiersExample =
@@ -185,9 +192,64 @@ void check_key(TableReader& r, ScopedRateLimitParams& p) {
 // Which of the rule's sources and tiers were valid.
 struct RuleMarks {
   bool key_ok = true;
+  bool missing_key_ok = true;
   bool tier_key_ok = true;
   bool tiers_ok = true;
 };
+
+// What a request without the rule's key is counted as, for check's note.
+std::string counted_as(const ScopedRateLimitParams& p, bool written) {
+  std::string choice = "(missing_key = ";
+  for (const Choice<MissingKey>& c : kMissingKeys) {
+    if (c.value == p.missing_key) choice += quoted(c.name);
+  }
+  choice += written ? ")" : ", the default)";
+  switch (p.missing_key) {
+    case MissingKey::peer:
+      return "is counted by its client's address (as client_ip gives it, server.trusted_proxies "
+             "honoured), one bucket per client " +
+             choice;
+    case MissingKey::route:
+      return "is counted in one bucket for the route it takes (its [[routes]] entry: the host, "
+             "lower-case without port or trailing dot, and the path_prefix), shared by every "
+             "client without the key " +
+             choice;
+    case MissingKey::skip:
+    case MissingKey::refuse:  // not a rate limit's value
+      break;
+  }
+  return "is not counted by this rule and passes it unlimited " + choice +
+         "; floodgate_rate_limit_requests_total{result=\"skipped\"} counts such requests";
+}
+
+// missing_key (issue 35): not for route scope, which has no key; pointless with a key every
+// request has (a warning); otherwise check notes what it means for the rule.
+void check_missing_key(TableReader& r, const ScopedRateLimitParams& p, const RuleMarks& m) {
+  const bool written = r.peek("missing_key") != nullptr;
+  if (p.scope == RateScope::route) {
+    if (written) {
+      r.error("missing_key",
+              "missing_key is not allowed with scope = \"route\": a route rule counts every "
+              "request to its upstream in one bucket and has no key a request could lack; remove "
+              "missing_key, or set scope = \"client\", \"tenant\" or \"token\" with a key");
+    }
+    return;
+  }
+  if (!m.key_ok || !m.missing_key_ok || p.key.kind == KeySource::Kind::none) return;
+  const std::string key = "key = " + quoted(key_source_text(p.key));
+  if (!resilience::can_be_missing(p.key.kind)) {
+    if (written) {
+      r.warning("missing_key", "missing_key has no effect: every request has the identity " + key +
+                                   " gives, so no request is counted as missing_key says; remove "
+                                   "missing_key, or key the rule by a header, cookie, query "
+                                   "parameter or bearer token that a request may lack");
+    }
+    return;
+  }
+  const Position at = written ? r.position("missing_key") : r.position("key");
+  r.out().note(at, r.path("missing_key"),
+               "a request without " + key + " " + counted_as(p, written));
+}
 
 // tier_key and tiers (seed 002's tiers): tenant scope only, tiers only with tier_key, and the
 // plan taken from another source than the tenant.
@@ -234,6 +296,7 @@ void read_rule(TableReader& r, ScopedRateLimitParams& p, const UpstreamRefs& u, 
       r.require("scope", R"(scope = "client")") && r.choice("scope", kScopes, p.scope);
   RuleMarks m;
   m.key_ok = read_source(r, "key", R"("header:x-tenant-id")", p.key);
+  m.missing_key_ok = r.choice("missing_key", kMissingKeys, p.missing_key);
   read_rate(r, "requests_per_sec", p.requests_per_sec);
   read_rate(r, "burst", p.burst);
   read_upstream_names(r, "route_allowlist", p.route_allowlist, u);
@@ -247,6 +310,7 @@ void read_rule(TableReader& r, ScopedRateLimitParams& p, const UpstreamRefs& u, 
     return;  // the scope decides every rule below
   }
   check_key(r, p);
+  check_missing_key(r, p, m);
   check_tiers(r, p, m);
   if (m.key_ok && p.scope != RateScope::route) mark_client_ip(r, "key", p.key, marks);
   if (m.tier_key_ok && p.scope == RateScope::tenant) {

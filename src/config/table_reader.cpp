@@ -433,6 +433,10 @@ void TableReader::warning(std::string_view key, std::string message) {
   out_->warning(position(key), path(key), std::move(message));
 }
 
+void TableReader::note(std::string_view key, std::string message) {
+  out_->note(position(key), path(key), std::move(message));
+}
+
 void TableReader::finish() {
   for (auto&& [key, node] : *table_) {
     // Captured by name, not as a structured binding: clang 14 (the fuzzing build) cannot.

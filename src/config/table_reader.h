@@ -158,6 +158,8 @@ class TableReader {
   // Records an error (or a warning) about the value of `key`.
   void error(std::string_view key, std::string message);
   void warning(std::string_view key, std::string message);
+  // Records a note (Collector::note) at `key`, or at the table when `key` is absent.
+  void note(std::string_view key, std::string message);
   // Reports the keys of the table that no read asked for.
   void finish();
 

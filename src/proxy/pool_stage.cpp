@@ -70,9 +70,9 @@ Decision PoolStage::resume(Exchange& ex, Ticket&, uint32_t result) const noexcep
 
 Chain build_route_chain(const Upstream& up, const LocalProtection& protection,
                         std::shared_ptr<const RateLimits> rate_limits,
-                        std::shared_ptr<const Quota> quota) {
+                        std::shared_ptr<const Quota> quota, const RouteParams& route) {
   std::vector<std::unique_ptr<const Stage>> stages;
-  add_rate_limit_stage(stages, up, std::move(rate_limits));
+  add_rate_limit_stage(stages, up, route, std::move(rate_limits));
   add_quota_stage(stages, up, std::move(quota));
   add_protection_stages(stages, up, protection);
   stages.push_back(std::make_unique<PoolStage>(up));

@@ -183,6 +183,7 @@ void call_done(redis::Call& call, CallStatus status, const redis::Reply* reply) 
 Reason reason_of(QuotaOutcome o) noexcept {
   switch (o) {
     case QuotaOutcome::allowed:
+    case QuotaOutcome::skipped:
       return Reason::none;
     case QuotaOutcome::burst_quota_exhausted:
       return Reason::burst_quota_exhausted;
@@ -229,6 +230,7 @@ class QuotaStage final : public Stage {
       std::array<Digest, 3> ids{};
       if (const QuotaOutcome bad = identities(p, ctx, ids); bad != QuotaOutcome::allowed) {
         p.counts->count(ex.reactor, bad);
+        if (bad == QuotaOutcome::skipped) continue;
         if (refuse(ex, p, reason_of(bad))) {
           return Decision::stop(reason_of(bad), bad == QuotaOutcome::selector_identity_missing
                                                     ? &p.missing
@@ -303,17 +305,30 @@ class QuotaStage final : public Stage {
   }
 
  private:
-  // The digests of the policy's identities, or why it has none.
+  // The digests of the policy's identities, or why it has none (skipped: the policy's
+  // missing_key says not to count a request without one). An anonymous client's address is
+  // framed (digest_of), so it is never the plain SHA-256 of a header value.
   static QuotaOutcome identities(const QuotaPolicy& p, const KeyContext& ctx,
                                  std::array<Digest, 3>& ids) noexcept {
     const auto dims = dimensions(p.params.selector);
     for (std::size_t i = 0; i < dims.size(); ++i) {
       if (dims[i]->kind == KeySource::Kind::none) continue;
       std::array<char, kKeyScratch> scratch{};
-      const std::string_view v = key_of(*dims[i], ctx, scratch);
-      if (v.empty()) return QuotaOutcome::selector_identity_missing;
-      if (v.size() > kMaxIdentityBytes) return QuotaOutcome::selector_identity_invalid;
-      ids[i] = resilience::sha256(v);
+      const Identity who = identity_of(*dims[i], p.params.missing_key, ctx, scratch);
+      switch (who.as) {
+        case Counted::by_key:
+          if (who.value.size() > kMaxIdentityBytes) return QuotaOutcome::selector_identity_invalid;
+          ids[i] = resilience::sha256(who.value);
+          break;
+        case Counted::by_peer:
+          ids[i] = resilience::digest_of({"missing:peer", who.value});
+          break;
+        case Counted::skipped:
+          return QuotaOutcome::skipped;
+        case Counted::by_route:  // not a quota's value (config): refused as the default is
+        case Counted::refused:
+          return QuotaOutcome::selector_identity_missing;
+      }
     }
     return QuotaOutcome::allowed;
   }
@@ -431,7 +446,9 @@ std::string_view quota_script() noexcept {
 }
 
 std::string_view label(QuotaOutcome o) noexcept {
-  return o == QuotaOutcome::allowed ? std::string_view("allowed") : info(reason_of(o)).name;
+  if (o == QuotaOutcome::allowed) return "allowed";
+  if (o == QuotaOutcome::skipped) return "skipped";
+  return info(reason_of(o)).name;
 }
 
 std::string_view label(QuotaMode m) noexcept {

@@ -7,6 +7,7 @@
 #include "floodgate/proxy/request_key.h"
 #include "floodgate/proxy/snapshot.h"
 #include "floodgate/resilience/identity_digest.h"
+#include "floodgate/routing/route_table.h"
 
 namespace floodgate::proxy {
 
@@ -19,8 +20,9 @@ using resilience::RateScope;
 
 constexpr int64_t kSecond = 1'000'000'000;
 
-// The tag that keeps identities from different sources apart in the digest (a fallback
-// authority "a.example" is not the header value "a.example").
+// The tag that keeps identities from different sources apart in the digest (an authority
+// "a.example" is not the header value "a.example", nor an anonymous client's address the header
+// value "192.0.2.7").
 std::string_view tag_of(KeySource::Kind kind) noexcept {
   static constexpr std::array<char, 11> kTags{'-', 'h', 'c', 'q', 'p', 'a',
                                               'm', 'i', 'r', 'x', 'b'};
@@ -28,14 +30,25 @@ std::string_view tag_of(KeySource::Kind kind) noexcept {
   return {&kTags[i < kTags.size() ? i : 0], 1};
 }
 
+// The bucket of the requests of `route` that lack a rule's key (missing_key = "route"): the
+// route's host as routing compares it, and its path prefix. Its own frame of three parts, so it
+// is no key's identity and no route-scope bucket.
+resilience::Digest route_entry_digest(const RouteParams& route) {
+  std::array<char, RouteTable::kMaxHostBytes> host{};
+  return resilience::digest_of(
+      {"missing:route", normalise_host(route.host, host), route.path_prefix});
+}
+
 class RateLimitStage final : public Stage {
  public:
-  RateLimitStage(const Upstream& up, std::shared_ptr<const RateLimits> limits)
+  RateLimitStage(const Upstream& up, const RouteParams& route,
+                 std::shared_ptr<const RateLimits> limits)
       : Stage(StageId::rate_limit, resilience::Mode::enforce), limits_(std::move(limits)) {
     for (const RateLimitRule& r : limits_->rules) {
       if (r.applies_to(up.params.name) && rules_.size() < kMaxRateRules) rules_.push_back(&r);
     }
     route_digest_ = resilience::digest_of({"route", up.params.name});
+    route_entry_digest_ = route_entry_digest(route);
   }
 
   bool empty() const noexcept { return rules_.empty(); }
@@ -55,7 +68,15 @@ class RateLimitStage final : public Stage {
       const RateLimitRule& rule = *rules_[i];
       const resilience::ScopedRateLimitParams& p = rule.params;
       resilience::Digest id = route_digest_;
-      if (p.scope != RateScope::route) id = identity(ex, identity_of(p.key, ctx, scratch));
+      if (p.scope != RateScope::route) {
+        const Identity who = identity_of(p.key, p.missing_key, ctx, scratch);
+        if (who.as == Counted::skipped || who.as == Counted::refused) {
+          // refused is not a rate limit's value (config): skipped as well, never a 429.
+          rule.state->shard(ex.reactor).skipped.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        id = identity(ex, p.key.kind, who);
+      }
       const GcraRate& rate =
           rule.tiers.empty() ? rule.rate : rule.rate_for(key_of(p.tier_key, ctx, scratch));
       RateRule::Shard& counts = rule.state->shard(ex.reactor);
@@ -84,14 +105,16 @@ class RateLimitStage final : public Stage {
   }
 
  private:
-  // The digest of `who`: the connection's own for its peer address (the same for every
-  // request on it), else worked out now.
-  static resilience::Digest identity(Exchange& ex, const Identity& who) noexcept {
-    if (who.from != KeySource::Kind::peer_ip) {
-      return resilience::digest_of({tag_of(who.from), who.value});
-    }
+  // The digest of `who`, a request of a rule keyed by `kind`: the connection's own for its peer
+  // address (the same for every request on it); an anonymous client's address tagged as
+  // client_ip's, which it is; the stage's bucket for its route; else worked out now.
+  resilience::Digest identity(Exchange& ex, KeySource::Kind kind,
+                              const Identity& who) const noexcept {
+    if (who.as == Counted::by_route) return route_entry_digest_;
+    if (who.as == Counted::by_peer) kind = KeySource::Kind::client_ip;
+    if (kind != KeySource::Kind::peer_ip) return resilience::digest_of({tag_of(kind), who.value});
     if (!ex.peer_digest_known) {
-      ex.peer_digest = resilience::digest_of({tag_of(who.from), who.value});
+      ex.peer_digest = resilience::digest_of({tag_of(kind), who.value});
       ex.peer_digest_known = true;
     }
     return ex.peer_digest;
@@ -109,6 +132,7 @@ class RateLimitStage final : public Stage {
   std::shared_ptr<const RateLimits> limits_;
   std::vector<const RateLimitRule*> rules_;  // the ones applying to the upstream, in order
   resilience::Digest route_digest_{};        // a route-scope rule's identity: the upstream
+  resilience::Digest route_entry_digest_{};  // missing_key = "route": the [[routes]] entry
 };
 
 }  // namespace
@@ -166,9 +190,9 @@ std::string RateLimits::signature(const resilience::ScopedRateLimitParams& p) {
 }
 
 void add_rate_limit_stage(std::vector<std::unique_ptr<const Stage>>& stages, const Upstream& up,
-                          std::shared_ptr<const RateLimits> limits) {
+                          const RouteParams& route, std::shared_ptr<const RateLimits> limits) {
   if (!limits || limits->rules.empty()) return;
-  auto stage = std::make_unique<RateLimitStage>(up, std::move(limits));
+  auto stage = std::make_unique<RateLimitStage>(up, route, std::move(limits));
   if (!stage->empty()) stages.push_back(std::move(stage));
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "floodgate/core/ascii.h"
+#include "floodgate/routing/route_table.h"
 
 namespace floodgate::proxy {
 
@@ -128,13 +129,15 @@ std::string_view client_ip(const KeyContext& c, std::span<char, kKeyScratch> scr
   return address_text(forwarded_client(*c.peer, trusted, c.head).value_or(*c.peer), scratch);
 }
 
-std::string_view from_request(Kind kind, const resilience::RequestView* r) noexcept {
+std::string_view from_request(Kind kind, const resilience::RequestView* r,
+                              std::span<char, kKeyScratch> scratch) noexcept {
   if (r == nullptr) return {};
   switch (kind) {
     case Kind::path:
       return r->path;
     case Kind::authority:
-      return r->authority.empty() ? r->host : r->authority;
+      return normalise_host(r->authority.empty() ? r->host : r->authority,
+                            scratch.first<RouteTable::kMaxHostBytes>());
     case Kind::method:
       return r->method;
     default:
@@ -189,7 +192,7 @@ std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,
     case Kind::path:
     case Kind::authority:
     case Kind::method:
-      return from_request(s.kind, c.request);
+      return from_request(s.kind, c.request, scratch);
     case Kind::cid:
       return {scratch.data(), ascii::format_dec(c.connection_id, scratch.data())};
     case Kind::peer_ip:
@@ -202,13 +205,20 @@ std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,
   return {};
 }
 
-Identity identity_of(const resilience::KeySource& s, const KeyContext& c,
-                     std::span<char, kKeyScratch> scratch) noexcept {
-  if (const std::string_view v = key_of(s, c, scratch); !v.empty()) return {v, s.kind};
-  for (const Kind k : {Kind::authority, Kind::path, Kind::method}) {
-    if (const std::string_view v = from_request(k, c.request); !v.empty()) return {v, k};
+Identity identity_of(const resilience::KeySource& s, resilience::MissingKey missing,
+                     const KeyContext& c, std::span<char, kKeyScratch> scratch) noexcept {
+  if (const std::string_view v = key_of(s, c, scratch); !v.empty()) return {v, Counted::by_key};
+  switch (missing) {
+    case resilience::MissingKey::peer:
+      return {client_ip(c, scratch), Counted::by_peer};
+    case resilience::MissingKey::route:
+      return {{}, Counted::by_route};
+    case resilience::MissingKey::skip:
+      return {{}, Counted::skipped};
+    case resilience::MissingKey::refuse:
+      break;
   }
-  return {};
+  return {{}, Counted::refused};
 }
 
 }  // namespace floodgate::proxy

@@ -56,6 +56,7 @@ RateRule::Totals RateRule::totals() const noexcept {
     t.overflow += s.overflow.load(std::memory_order_relaxed);
     t.failed_open += s.failed_open.load(std::memory_order_relaxed);
     t.evicted += s.evicted.load(std::memory_order_relaxed);
+    t.skipped += s.skipped.load(std::memory_order_relaxed);
   }
   return t;
 }

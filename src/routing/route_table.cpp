@@ -116,12 +116,17 @@ RouteTable RouteTable::build(const std::vector<RouteParams>& routes,
   return table;
 }
 
+std::string_view normalise_host(std::string_view host,
+                                std::span<char, RouteTable::kMaxHostBytes> out) noexcept {
+  const std::string_view name = strip_host(host);
+  if (name.size() > out.size()) return {};
+  std::transform(name.begin(), name.end(), out.begin(), to_lower);
+  return {out.data(), name.size()};
+}
+
 const Route* RouteTable::match(std::string_view raw_host, std::string_view path) const noexcept {
-  const std::string_view name = strip_host(raw_host);
-  if (!name.empty() && name.size() <= kMaxHostBytes) {
-    std::array<char, kMaxHostBytes> buffer;  // lower-cased host; no allocation per request
-    std::transform(name.begin(), name.end(), buffer.begin(), to_lower);
-    const std::string_view host(buffer.data(), name.size());
+  std::array<char, kMaxHostBytes> buffer;  // the lower-cased host; no allocation per request
+  if (const std::string_view host = normalise_host(raw_host, buffer); !host.empty()) {
     if (const Group* group = find(exact_, host)) {
       if (const Route* route = match_group(*group, path)) {
         return route;

@@ -1,7 +1,9 @@
 """`floodgate check`: validates a file with the daemon's own loader, prints every error and
 warning to stdout (one `FILE:LINE:COLUMN: error|warning: KEY.PATH: message` line each, or one
-JSON object with --format json) and exits 0 (valid, warnings allowed) or 1 (errors). Also: the
-daemon refuses to start with an admin listener off loopback and no admin.token."""
+JSON object with --format json) and exits 0 (valid, warnings allowed) or 1 (errors); notes (what
+a rate limit counts a request without its key as) are `note:` lines among them, and a "notes"
+array in JSON, printed by check only. Also: the daemon refuses to start with an admin listener
+off loopback and no admin.token."""
 
 import json
 import os
@@ -257,6 +259,29 @@ class Check(unittest.TestCase):
                                     % blocker.getsockname()[1])
         code, out, err = self.check(self.write(text))
         self.assertEqual((code, out), (0, ""), err)
+
+    def tenant_rule(self):
+        """A valid file with one tenant rate limit, its key on the returned line."""
+        text = self.valid() + ('\n[[resilience.scoped_rate_limits]]\nname = "t"\n'
+                               'scope = "tenant"\nkey = "header:x-tenant-id"\n'
+                               'requests_per_sec = 1\nburst = 1\n')
+        return text, text.count("\n", 0, text.index('key = "header')) + 1
+
+    def test_a_note_says_what_a_request_without_the_key_is_counted_as_and_is_no_warning(self):
+        text, line = self.tenant_rule()
+        path = self.write(text)
+        code, out, err = self.check(path)
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(out.splitlines(), [
+            '%s:%d:1: note: resilience.scoped_rate_limits[0].missing_key: a request without key '
+            '= "header:x-tenant-id" is counted by its client\'s address (as client_ip gives it, '
+            'server.trusted_proxies honoured), one bucket per client (missing_key = "peer", the '
+            'default)' % (path, line)])
+        self.assertIn("valid (0 errors, 0 warnings)", err)
+        code, doc, err = self.check_json(path)
+        self.assertEqual(list(doc), ["valid", "errors", "warnings", "notes"])
+        self.assertEqual([(n["line"], n["path"]) for n in doc["notes"]],
+                         [(line, "resilience.scoped_rate_limits[0].missing_key")])
 
     # --- json ------------------------------------------------------------------------------
 

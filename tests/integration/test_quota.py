@@ -5,13 +5,16 @@ X-Floodgate-Quota; a denial counts in no window; identities must resolve; shadow
 order and the stop rule; two floodgate processes sharing one Redis enforce one quota; Redis
 killed (fail_open, fail_closed, local_fallback) and restarted; Redis stopped with SIGSTOP
 (backend_timeout after command_timeout, nothing waits longer); SCRIPT FLUSH; a reload under load;
-the in-memory backend's bound; the process log's lines for the link's failures and recoveries.
+the in-memory backend's bound; the process log's lines for the link's failures and recoveries;
+a request without the selected identity skipped or counted by its client (missing_key), and
+what `floodgate check` says of it.
 
 Timing. Windows are hours long (burst "1h", sustained "24h"), so no window ends while a test runs
 unless the test starts within seconds of a wall-clock hour (Redis's TIME places the windows):
 such a test would see fresh windows, and `fresh_windows` checks that a window is far from its
 end before the counting starts. Nothing sleeps to order events; waits poll with deadlines."""
 
+import json
 import signal
 import socket
 import subprocess
@@ -20,7 +23,7 @@ import time
 import unittest
 
 from backend import Backend
-from harness import free_port, poll, route, upstream
+from harness import floodgate_bin, free_port, poll, route, upstream
 from test_front_stages import FrontTestCase
 
 HOUR = 3600
@@ -293,6 +296,81 @@ class RedisQuota(QuotaTestCase):
             t.join()
         self.assertEqual(set(seen) - {200, 429}, set(), seen)
         self.assertGreater(seen.count(200), 5)  # the new limit applies to the same counter
+
+
+class RedisMissingKey(QuotaTestCase):
+    """missing_key on policies keyed by a tenant header, in Redis (issue 35): "skip" lets a
+    request without the tenant through uncounted, "peer" counts it by its client's address (from
+    the trusted proxy 127.0.0.2, the X-Forwarded-For address it appended). The default, "refuse"
+    (429 selector_identity_missing), is InMemoryQuota's. nginx does not count a request whose
+    limit_req key is empty, which is "skip"."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = RedisServer()
+        cls.app = Backend("app").start()
+        cls.backends = [cls.app]
+        skip = dict(policy("anon-skip", burst=2, only=["skip"]), missing_key="skip")
+        peer = dict(policy("anon-peer", burst=1, only=["peer"]), missing_key="peer")
+        names = ("skip", "peer")
+        cls.fg = cls.start_floodgate(
+            [upstream(name, [cls.app]) for name in names],
+            routes=[route(name, host=name + ".test") for name in names],
+            server={"trusted_proxies": ["127.0.0.2"]},
+            resilience={"quota": quota([skip, peer], cls.redis)})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.redis.kill()
+
+    def setUp(self):
+        fresh_windows()
+
+    def anonymous(self, host, client=None):
+        if client is None:
+            return self.fg.request("GET", "/x", host=host)
+        return self.fg.request("GET", "/x", host=host, source="127.0.0.2",
+                               headers=[("X-Forwarded-For", client)])
+
+    def test_skip_lets_a_request_without_the_tenant_through_uncounted(self):
+        skipped = self.metric("floodgate_quota_decisions_total", policy="anon-skip",
+                              outcome="skipped")
+        for _ in range(5):  # burst 2: were they counted, the third would be refused
+            self.assertEqual(self.anonymous("skip.test").status, 200)
+        self.assertEqual(self.metric("floodgate_quota_decisions_total", policy="anon-skip",
+                                     outcome="skipped") - skipped, 5)
+        for _ in range(2):
+            self.assertEqual(self.send("t", host="skip.test").status, 200)
+        self.assertExhausted(self.send("t", host="skip.test"), "burst_quota_exhausted",
+                             "anon-skip", HOUR)
+
+    def test_peer_counts_a_request_without_the_tenant_by_its_client(self):
+        self.assertEqual(self.anonymous("peer.test", "198.51.100.1").status, 200)
+        self.assertExhausted(self.anonymous("peer.test", "198.51.100.1"),
+                             "burst_quota_exhausted", "anon-peer", HOUR)
+        self.assertEqual(self.anonymous("peer.test", "198.51.100.2").status, 200)
+        keys = sorted(k for k in self.redis.cli("--scan", "--pattern",
+                                                "floodgate:quota:{anon-peer*").split() if k)
+        self.assertEqual(len(keys), 2, keys)  # one per client, and no raw address in them
+        self.assertFalse([k for k in keys if "198.51.100" in k], keys)
+
+    def test_check_notes_what_each_policy_does_without_the_tenant(self):
+        p = subprocess.run([floodgate_bin(), "check", "-c", self.fg.config_path, "--format",
+                            "json"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        notes = {n["path"]: n["message"] for n in json.loads(p.stdout)["notes"]}
+        without = 'a request without selector.tenant.key = "header:x-tenant" '
+        self.assertEqual(notes, {
+            "resilience.quota.policies[0].missing_key":
+                without + "is not counted by this policy and passes it (missing_key = \"skip\"); "
+                'floodgate_quota_decisions_total{outcome="skipped"} counts such requests',
+            "resilience.quota.policies[1].missing_key":
+                without + "is counted with its client's address in place of the missing "
+                "identity (as client_ip gives it, server.trusted_proxies honoured), one count "
+                'per client (missing_key = "peer")'})
 
 
 class RedisFailures(QuotaTestCase):

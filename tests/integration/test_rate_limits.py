@@ -2,7 +2,8 @@
 `[[resilience.scoped_rate_limits]]` and `server.trusted_proxies`): a client that spends its burst
 gets 429 rate_limited with Retry-After and X-Floodgate-Limit while another client is served;
 identities from a tenant header, a bearer token, a cookie and a query parameter are counted
-apart, and one without its key by its authority; tenant tiers; route_allowlist; route scope
+apart; a request without its key counted as missing_key says (peer, route, skip), and what
+`floodgate check` says of it; tenant tiers; route_allowlist; route scope
 (one bucket per upstream); client_ip believed only from a trusted proxy, and from one the
 address that proxy appended, whatever X-Forwarded-For the client sent (the access log's client
 too, beside the peer); shadow mode;
@@ -23,13 +24,16 @@ Most tests share one floodgate: each rule is route_allowlist-ed to an upstream o
 (reached by Host `<upstream>.test`, every upstream served by the one backend), so the rules of
 one test never see another test's requests."""
 
+import json
 import math
 import random
+import re
+import subprocess
 import time
 import unittest
 
 from backend import Backend
-from harness import build_request, poll, route, upstream
+from harness import build_request, floodgate_bin, poll, route, upstream
 from test_front_stages import FrontTestCase
 
 SECOND_CLIENT = "127.0.0.2"  # loopback answers from any 127/8 source address
@@ -105,7 +109,6 @@ class ScopedRateLimits(RateLimitTestCase):
              tiers={"pro": {"requests_per_sec": 1000, "burst": 50}}),
         rule("only-a", "client", ["a"], burst=1),
         rule("per-route", "route", ["r1", "r2"]),  # one bucket per upstream
-        rule("fallback", "tenant", ["fallback"], burst=1, key="header:x-tenant-id"),
         rule("by-client-ip", "client", ["xff"], burst=1, key="client_ip"),
         rule("shadowed", "client", ["shadow"], burst=1, mode="shadow"),
         # A request passes "order-client" then "order-tenant", in this order.
@@ -113,7 +116,7 @@ class ScopedRateLimits(RateLimitTestCase):
         rule("order-tenant", "tenant", ["order"], burst=1, key="header:x-tenant-id"),
     ]
     UPSTREAMS = ["client", "tenant", "token", "cookie", "query", "tiered", "a", "b", "r1", "r2",
-                 "fallback", "xff", "shadow", "order"]
+                 "xff", "shadow", "order"]
 
     @classmethod
     def setUpClass(cls):
@@ -121,8 +124,7 @@ class ScopedRateLimits(RateLimitTestCase):
         cls.backends = [cls.app]
         cls.fg = cls.start_floodgate(
             [upstream(name, [cls.app]) for name in cls.UPSTREAMS],
-            routes=[route(name, host=name + ".test") for name in cls.UPSTREAMS]
-            + [route("fallback", host="fallback-2.test")],
+            routes=[route(name, host=name + ".test") for name in cls.UPSTREAMS],
             server={"trusted_proxies": [SECOND_CLIENT]},
             resilience={"scoped_rate_limits": cls.RULES})
 
@@ -231,15 +233,6 @@ class ScopedRateLimits(RateLimitTestCase):
         self.assertEqual(self.requests("per-route"),
                          {"allowed": served + 2, "limited": 1, "shadow_limited": 0})
         self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="per-route"), 2)
-
-    def test_a_request_without_the_key_is_counted_by_its_authority(self):
-        # The seed's fallback when the identity is missing: authority, then path, then method.
-        self.exhaust(lambda i: self.fg.get("/echo?i=%d" % i, host="fallback.test"), 1,
-                     "fallback")
-        self.assertServed(self.fg.get("/echo", host="fallback-2.test"))  # another authority
-        self.assertServed(self.fg.get("/echo", host="fallback.test",
-                                      headers=[("X-Tenant-Id", "has-a-key")]))
-        self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="fallback"), 3)
 
     def test_client_ip_believes_x_forwarded_for_only_from_a_trusted_proxy(self):
         def via(source, xff):
@@ -368,6 +361,133 @@ class BehindAnAppendingProxy(RateLimitTestCase):
         self.assertEqual(self.fg.get("/echo?case=log-direct").status, 200)
         rec = self.access_record("/echo?case=log-direct")
         self.assertEqual((rec["client"], rec["peer"]), ("127.0.0.1", "127.0.0.1"), rec)
+
+
+NOTE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<column>\d+): note: (?P<path>[^ :]+): "
+                  r"(?P<message>.+)$")
+
+
+class MissingKey(RateLimitTestCase):
+    """A request without its rule's key (issue 35), on three tenant rules keyed by X-Tenant-Id,
+    one per missing_key. Before, such a request was counted in one bucket per raw Host text: every
+    spelling of the host a fresh bucket, and all anonymous clients of a host one shared bucket.
+    nginx does not count a request whose limit_req key is empty at all: that is missing_key =
+    "skip" here, which floodgate does not make the default, since leaving the header out would
+    then escape the rule; "peer", the default, counts such a request by its client's address.
+    127.0.0.2 is a trusted proxy: the X-Forwarded-For it sends names the client."""
+
+    RULES = [
+        rule("anon-peer", "tenant", ["peer"], burst=1, key="header:x-tenant-id"),  # the default
+        rule("anon-route", "tenant", ["route"], burst=2, key="header:x-tenant-id",
+             missing_key="route"),
+        rule("anon-skip", "tenant", ["skip"], burst=1, key="header:x-tenant-id",
+             missing_key="skip"),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = Backend("app").start()
+        cls.backends = [cls.app]
+        names = ["peer", "route", "skip"]
+        cls.fg = cls.start_floodgate(
+            [upstream(name, [cls.app]) for name in names],
+            routes=[route(name, host=name + ".test") for name in names],
+            server={"trusted_proxies": [SECOND_CLIENT]},
+            resilience={"scoped_rate_limits": cls.RULES})
+
+    def test_distinct_anonymous_clients_get_buckets_of_their_own_under_peer(self):
+        """Ten clients behind the trusted proxy, none naming a tenant, burst 1: the first spends
+        its bucket and is refused, and each of the nine others is still served: its own bucket.
+        Before, all ten shared peer.test's bucket and the nine were refused (4 of 10 in the
+        issue's run, at its rates). Two clients connecting directly are two more buckets."""
+        via_proxy = lambda client: lambda i: self.fg.get(
+            "/echo?peer=%s&i=%d" % (client, i), host="peer.test", source=SECOND_CLIENT,
+            headers=[("X-Forwarded-For", client)])
+        self.exhaust(via_proxy("198.51.100.1"), 1, "anon-peer")
+        for n in range(2, 11):  # fresh buckets: nothing here depends on time
+            self.assertServed(via_proxy("198.51.100.%d" % n)(0))
+        for source in ("127.0.0.1", THIRD_CLIENT):
+            self.assertServed(self.fg.get("/echo?direct", host="peer.test", source=source))
+        self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="anon-peer"), 12)
+        rec = self.access_record("/echo?peer=198.51.100.1&i=0")
+        self.assertEqual((rec["client"], rec["peer"]), ("198.51.100.1", SECOND_CLIENT), rec)
+
+    def test_spellings_of_one_host_and_its_anonymous_clients_share_one_bucket_under_route(self):
+        """Anonymous requests to route.test written four ways, from two clients, burst 2: one
+        bucket, so two are served and then 429. Before, each spelling of the Host was a bucket of
+        its own (60 of 60 passed in the issue's run). nginx's $host, the usual key of a per-host
+        limit_req_zone, is lower-case and without port and trailing dot as well. A tenant that
+        names itself is still its own bucket."""
+        spellings = ["route.test", "ROUTE.TEST:80", "route.test.", "Route.Test.:8080"]
+        sources = ["127.0.0.1", THIRD_CLIENT]
+        self.exhaust(lambda i: self.fg.get("/echo?route=%d" % i, host=spellings[i % 4],
+                                           source=sources[i % 2]), 2, "anon-route")
+        self.assertServed(self.fg.get("/echo", host="ROUTE.test",
+                                      headers=[("X-Tenant-Id", "named")]))
+        self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="anon-route"), 2)
+
+    def test_skip_lets_anonymous_requests_through_and_still_limits_a_tenant(self):
+        """missing_key = "skip", as nginx treats an empty key: ten anonymous requests at burst 1
+        all pass, counted as skipped; a tenant is limited after its burst."""
+        skipped = self.metric("floodgate_rate_limit_requests_total", rule="anon-skip",
+                              result="skipped")
+        for i in range(10):
+            self.assertServed(self.fg.get("/echo?skip=%d" % i, host="skip.test"))
+        self.assertEqual(self.metric("floodgate_rate_limit_requests_total", rule="anon-skip",
+                                     result="skipped") - skipped, 10)
+        self.exhaust(lambda i: self.fg.get("/echo?skip-tenant=%d" % i, host="skip.test",
+                                           headers=[("X-Tenant-Id", "t")]), 1, "anon-skip")
+        self.assertEqual(self.metric("floodgate_rate_limit_buckets", rule="anon-skip"), 1)
+
+    def check(self, *extra):
+        p = subprocess.run([floodgate_bin(), "check", "-c", self.fg.config_path, *extra],
+                           capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.decode()
+
+    def lines_of(self, key):
+        """The 1-based line of `key = ...` in each [[resilience.scoped_rate_limits]] of the
+        running configuration, in order (None for a rule without it)."""
+        with open(self.fg.config_path) as f:
+            lines = f.read().splitlines()
+        found = []
+        for n, line in enumerate(lines, 1):
+            if line == "[[resilience.scoped_rate_limits]]":
+                found.append(None)
+            elif found and line.startswith("["):
+                break  # the rules are over
+            elif found and found[-1] is None and line.startswith(key + " = "):
+                found[-1] = n
+        return found
+
+    def test_check_says_what_each_rule_counts_a_request_without_its_key_as(self):
+        """`floodgate check` notes, at each rule, what a request without its key is counted as:
+        at the key for the default, at missing_key where it is written; the JSON form has the
+        same notes."""
+        notes = {}
+        for line in self.check().splitlines():
+            m = NOTE.match(line)
+            if m:
+                notes[m["path"]] = (int(m["line"]), m["message"])
+        paths = ["resilience.scoped_rate_limits[%d].missing_key" % i for i in range(3)]
+        self.assertEqual(sorted(notes), paths)
+        key_lines, missing_lines = self.lines_of("key"), self.lines_of("missing_key")
+        self.assertEqual([notes[p][0] for p in paths],
+                         [key_lines[0], missing_lines[1], missing_lines[2]])
+        self.assertIsNone(missing_lines[0])
+        peer, route_, skip = (notes[p][1] for p in paths)
+        prefix = 'a request without key = "header:x-tenant-id" '
+        for message in (peer, route_, skip):
+            self.assertTrue(message.startswith(prefix), message)
+        self.assertIn("counted by its client's address", peer)
+        self.assertIn('(missing_key = "peer", the default)', peer)
+        self.assertIn("one bucket for the route it takes", route_)
+        self.assertIn('(missing_key = "route")', route_)
+        self.assertIn("not counted by this rule", skip)
+        self.assertIn('(missing_key = "skip")', skip)
+        doc = json.loads(self.check("--format", "json"))
+        self.assertTrue(doc["valid"])
+        self.assertEqual({n["path"]: (n["line"], n["message"]) for n in doc["notes"]}, notes)
 
 
 class TwoReactors(RateLimitTestCase):

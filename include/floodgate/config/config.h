@@ -29,7 +29,9 @@ struct Config {
 };
 
 struct Diagnostic {
-  enum class Severity { error, warning };
+  // note: not a problem but a fact `floodgate check` states about what the file means, at the
+  // key it concerns (what a rate limit counts a request without its key as).
+  enum class Severity { error, warning, note };
   Severity severity = Severity::error;
   std::string file;
   int line = 0;         // 1-based; 0 when the problem has no position (e.g. unreadable file)
@@ -40,7 +42,10 @@ struct Diagnostic {
 
 struct LoadResult {
   std::optional<Config> config;  // set when there are no errors (warnings allowed)
-  std::vector<Diagnostic> diagnostics;
+  std::vector<Diagnostic> diagnostics;  // errors and warnings, in source order
+  // Notes (Severity::note), in source order: printed by `floodgate check` only, never at start-up
+  // or on a reload, where they would repeat what the operator wrote on every load.
+  std::vector<Diagnostic> notes;
 
   bool ok() const { return config.has_value(); }
 };
@@ -66,15 +71,17 @@ LoadResult load_file(const std::string& path, const Environment& env = process_e
 LoadResult load_string(std::string_view toml, std::string_view source_name,
                        const Environment& env = process_environment);
 
-// "FILE:LINE:COLUMN: error: KEY.PATH: message" (the format of `floodgate check`).
+// "FILE:LINE:COLUMN: error: KEY.PATH: message" (the format of `floodgate check`; "warning:" and
+// "note:" for the others).
 std::string format(const Diagnostic& d);
 
 // The result as one JSON object (`floodgate check --format json`, POST /config/validate):
 // {"valid": bool, "errors": [...], "warnings": [...]}, each item {"line": int, "column": int,
 // "path": "upstreams[0].balance", "message": "..."} in source order; line and column are 0 and
-// path is "" when the problem has none. The file name is left out: the caller knows it. Bytes
-// that are not UTF-8 (say, from a file name in a message) become U+FFFD, so the output is
+// path is "" when the problem has none. With `notes` (check's), and when the result has any, a
+// "notes" array of the same items follows. The file name is left out: the caller knows it.
+// Bytes that are not UTF-8 (say, from a file name in a message) become U+FFFD, so the output is
 // always valid JSON. No trailing newline.
-std::string to_json(const LoadResult& result);
+std::string to_json(const LoadResult& result, bool notes = false);
 
 }  // namespace floodgate::config

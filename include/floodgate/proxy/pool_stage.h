@@ -39,9 +39,11 @@ class PoolStage final : public Stage {
 
 // A route's chain, built with its generation: the stages configured for the route (the scoped
 // rate limits first, rate_limit_stage.h; the quota later), the local protection
-// (protection_stages.h), pool admission last.
+// (protection_stages.h), pool admission last. `route` is the [[routes]] entry the chain serves
+// (the bucket of its requests that lack a rule's key, missing_key = "route").
 Chain build_route_chain(const Upstream& up, const LocalProtection& protection,
                         std::shared_ptr<const RateLimits> rate_limits = nullptr,
-                        std::shared_ptr<const Quota> quota = nullptr);
+                        std::shared_ptr<const Quota> quota = nullptr,
+                        const RouteParams& route = RouteParams{});
 
 }  // namespace floodgate::proxy

@@ -5,9 +5,11 @@
 // or the link's deadline passes.
 //
 // Per request, the policies whose route_allowlist names the upstream run in configuration order:
-//   - Every selected dimension must resolve (request_key.h's sources, without the scoped limits'
-//     fallback): none is 429 selector_identity_missing, one over 256 bytes 429
-//     selector_identity_invalid.
+//   - Every selected dimension must resolve (request_key.h's sources): one over 256 bytes is 429
+//     selector_identity_invalid; a missing one is what the policy's missing_key says (issue 35):
+//     429 selector_identity_missing (refuse, the default, seed 004), the policy not counting the
+//     request (skip, counted as skipped), or the client's address standing in for the identity
+//     (peer: the request counts as its client's, in a key no present identity can have).
 //   - The backend decides both windows as one (resilience/quota_counter.h; Redis with
 //     quota_script.h): exhausted is 429 burst_quota_exhausted or sustained_quota_exhausted with
 //     Retry-After until the window ends. Every answer names the policy in X-Floodgate-Quota.
@@ -68,6 +70,7 @@ enum class QuotaOutcome : uint8_t {
   backend_timeout,
   backend_unavailable,
   backend_error,
+  skipped,  // a selected identity missing, missing_key = "skip": the policy did not count it
   count_
 };
 inline constexpr std::size_t kQuotaOutcomes = static_cast<std::size_t>(QuotaOutcome::count_);

@@ -3,8 +3,12 @@
 //
 // The rules that apply to the route's upstream (route_allowlist) run in configuration order.
 // Each takes one token from the bucket of the request's identity (request_key.h: its key
-// source, or the seed's fallback authority, then path, then method), hashed with SHA-256 before
-// it is looked up (resilience/identity_digest.h): the rule's table never holds a raw value.
+// source), hashed with SHA-256 before it is looked up (resilience/identity_digest.h): the rule's
+// table never holds a raw value. A request without the key is counted as the rule's
+// missing_key says (issue 35): by the client's address (peer, the default), in one bucket for
+// the route the stage serves (route: its [[routes]] entry, host normalised as routing compares
+// it, and path_prefix, so neither another spelling of a host nor an invented host name under a
+// wildcard route makes a new bucket), or not at all (skip, counted as skipped).
 // The first enforced rule whose bucket is empty answers 429 rate_limited with Retry-After (the
 // time until a token is there, in whole seconds, at least 1) and X-Floodgate-Limit naming the
 // rule, and gives back what the rules before it took: a refused request costs no contract
@@ -33,6 +37,7 @@
 #include "floodgate/resilience/gcra.h"
 #include "floodgate/resilience/params.h"
 #include "floodgate/resilience/rate_rule.h"
+#include "floodgate/routing/params.h"
 
 namespace floodgate::proxy {
 
@@ -60,14 +65,16 @@ struct RateLimits {
   std::vector<IpRange> trusted_proxies;  // server.trusted_proxies, for client_ip
 
   // What must stay the same for a reload to keep a rule's buckets: its name, scope, key, rates,
-  // max_keys and tiers. Mode, allowlist, idle_ttl and on_table_full may change and keep them.
+  // max_keys and tiers. Mode, allowlist, idle_ttl, on_table_full and missing_key may change and
+  // keep them (an anonymous request's bucket is keyed apart from every key's identity).
   static std::string signature(const resilience::ScopedRateLimitParams& p);
 };
 
 inline constexpr std::size_t kMaxRateRules = resilience::kMaxScopedRateLimits;
 
-// The rate limit stage of a route to `up`, when some rule applies to it.
+// The rate limit stage of `route` (the [[routes]] entry whose chain it is) to `up`, when some
+// rule applies to it.
 void add_rate_limit_stage(std::vector<std::unique_ptr<const Stage>>& stages, const Upstream& up,
-                          std::shared_ptr<const RateLimits> limits);
+                          const RouteParams& route, std::shared_ptr<const RateLimits> limits);
 
 }  // namespace floodgate::proxy

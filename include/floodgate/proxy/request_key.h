@@ -13,7 +13,10 @@
 //                  percent-decoded, neither names nor values: identities are compared as sent,
 //                  so `?t=a%62` and `?t=ab` are two identities. `?t` (no '=') is an empty value.
 //   path           RequestView::path, the normalised path (empty for CONNECT and OPTIONS *).
-//   authority      RequestView::authority (absolute-form), else RequestView::host.
+//   authority      RequestView::authority (absolute-form), else RequestView::host, normalised
+//                  as routing compares hosts (routing/route_table.h, normalise_host: lower-case,
+//                  no port, no trailing dot), so that "A.EXAMPLE:80" and "a.example." are one
+//                  identity; missing when that leaves nothing or more than 255 bytes.
 //   method         the method token as received.
 //   cid            the client connection's id, in decimal.
 //   peer_ip        the connection's peer address, as the access log writes it (peer_text).
@@ -43,6 +46,12 @@
 //   none           always missing.
 // Values are returned whatever their length (a value of more than 256 bytes too): the scoped
 // limiter stores only a digest of it (resilience/identity_digest.h), never the value.
+//
+// A request without its rule's identity (issue 35): identity_of() says what the rule counts it
+// by instead, as the rule's missing_key (resilience::MissingKey) asks: the client's address
+// (peer), the route (route), nothing (skip) or a refusal (refuse). There is no fallback to the
+// Host: a client that could spell its host anew for each request ("a.example", "A.EXAMPLE:80",
+// "a.example.") chose its own bucket, and every anonymous client of a host shared one.
 //
 // Cost: a scan of the head's fields for the header-based sources (client_ip's from the last
 // field, reading each X-Forwarded-For element once at most); nothing allocates, nothing locks,
@@ -79,9 +88,9 @@ struct KeyContext {
   const std::vector<IpRange>* trusted_proxies = nullptr;  // server.trusted_proxies
 };
 
-// Room for what a source writes rather than views: cid's decimal form (20 digits) and
-// client_ip's canonical address (INET6_ADDRSTRLEN, 46).
-inline constexpr std::size_t kKeyScratch = 64;
+// Room for what a source writes rather than views: cid's decimal form (20 digits), client_ip's
+// canonical address (INET6_ADDRSTRLEN, 46) and authority's normalised host (255).
+inline constexpr std::size_t kKeyScratch = 256;
 
 // The client's address by client_ip's rule (above) when it comes from X-Forwarded-For, for a
 // request with the parsed head `head` (nullptr: none) from `peer`; nullopt when the client is
@@ -99,14 +108,22 @@ std::string_view address_text(const IpAddress& a, std::span<char, kKeyScratch> o
 std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,
                         std::span<char, kKeyScratch> scratch) noexcept;
 
-// The scoped rules' compatibility fallback (seed 004): when `s` gives nothing, authority, then
-// path, then method. `from` says which source answered (none, with an empty value, when not
-// even the method is known).
-struct Identity {
-  std::string_view value;
-  resilience::KeySource::Kind from = resilience::KeySource::Kind::none;
+// How a rule counts one request: by the identity of its key when the request has it, else as
+// the rule's missing_key says.
+enum class Counted : uint8_t {
+  by_key,    // `value` is the key's identity
+  by_peer,   // missing, missing_key = "peer": `value` is the client's address (client_ip's rule)
+  by_route,  // missing, missing_key = "route": the caller's bucket for the route
+  skipped,   // missing, missing_key = "skip": the rule does not count the request
+  refused,   // missing, missing_key = "refuse": 429 selector_identity_missing (quota)
 };
-Identity identity_of(const resilience::KeySource& s, const KeyContext& c,
-                     std::span<char, kKeyScratch> scratch) noexcept;
+struct Identity {
+  std::string_view value;  // by_key and by_peer; empty otherwise
+  Counted as = Counted::skipped;
+};
+
+// What a rule keyed by `s`, with `missing` for a request without it, counts this request by.
+Identity identity_of(const resilience::KeySource& s, resilience::MissingKey missing,
+                     const KeyContext& c, std::span<char, kKeyScratch> scratch) noexcept;
 
 }  // namespace floodgate::proxy

@@ -214,6 +214,29 @@ struct KeySource {
   bool operator==(const KeySource&) const = default;
 };
 
+// Whether a request that reaches a route's chain can lack the identity a source of kind `k`
+// gives (proxy/request_key.h): a header, cookie, query parameter or bearer token it did not
+// send, a Host it did not send (HTTP/1.0) or one that is no host name. The method, the
+// connection id and the addresses are always there, and so is the path (CONNECT and OPTIONS *,
+// which have none, never reach a route's chain).
+constexpr bool can_be_missing(KeySource::Kind k) noexcept {
+  using enum KeySource::Kind;
+  return k == header || k == cookie || k == query || k == authority || k == bearer_token;
+}
+
+// What a rule counts a request by when the request lacks the identity of the rule's key
+// (`missing_key`; issue 35). One enum for both users, each taking some of the values:
+//   peer    the client's address, as client_ip gives it (server.trusted_proxies honoured):
+//           every anonymous client its own bucket, which it can neither choose nor share.
+//           The scoped rate limits' default.
+//   route   one bucket for the [[routes]] entry the request took, its host normalised as routing
+//           compares it (lower-case, no port, no trailing dot) with its path_prefix: every
+//           anonymous client of the route together. Scoped rate limits only.
+//   skip    the rule does not count the request at all (nginx's limit_req with an empty key);
+//           counted as skipped.
+//   refuse  429 selector_identity_missing (seed 004). The quota policies' default; quota only.
+enum class MissingKey : uint8_t { peer, route, skip, refuse };
+
 // What a scoped rate limit counts by (seed 004): the upstream routed to, or an identity within it.
 enum class RateScope : uint8_t { route, client, tenant, token };
 // A new identity finds no bucket it may take in the rule's table: the table is full (max_keys
@@ -236,6 +259,9 @@ struct ScopedRateLimitParams {
   RateScope scope = RateScope::route;
   // none for route scope; config fills the defaults: peer_ip for client, bearer_token for token.
   KeySource key{};
+  // A request without `key`'s identity: peer, route or skip. Only meaningful when `key` can be
+  // missing (can_be_missing); config refuses it for route scope and warns for the others.
+  MissingKey missing_key = MissingKey::peer;
   uint32_t requests_per_sec = 0;                // > 0
   uint32_t burst = 0;                           // > 0
   std::vector<std::string> route_allowlist{};   // upstream names; empty = every upstream
@@ -324,6 +350,9 @@ struct QuotaPolicyParams {
   std::string name{};                          // unique, non-empty
   std::vector<std::string> route_allowlist{};  // upstream names; empty = every upstream
   QuotaSelector selector{};
+  // A request lacking a selected dimension's identity: refuse (429 selector_identity_missing),
+  // skip (the policy does not count it) or peer (the client's address stands in for it).
+  MissingKey missing_key = MissingKey::refuse;
   std::optional<QuotaWindow> burst{};  // at least one of the two
   std::optional<QuotaWindow> sustained{};
   bool operator==(const QuotaPolicyParams&) const = default;

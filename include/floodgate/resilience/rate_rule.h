@@ -36,10 +36,11 @@ class RateRule {
     std::atomic<uint64_t> overflow{0};        // took from the overflow bucket: no bucket
     std::atomic<uint64_t> failed_open{0};     // passed unlimited: no bucket, fail_open
     std::atomic<uint64_t> evicted{0};         // made a bucket by taking over another's
+    std::atomic<uint64_t> skipped{0};         // lacked the key, missing_key = "skip": not counted
   };
   struct Totals {
     uint64_t allowed = 0, limited = 0, shadow_limited = 0, overflow = 0, failed_open = 0,
-             evicted = 0;
+             evicted = 0, skipped = 0;
   };
 
   // What a take holds, to give back when a later rule refuses the request.

@@ -76,4 +76,13 @@ class RouteTable {
   Group catch_all_;               // the "*" routes
 };
 
+// `host` (a Host value, an absolute-form authority, or a route's configured host) as routes
+// compare it: lower-case, without a port, the IPv6 brackets and one trailing dot (see "Host
+// handling" above), written into `out`. Empty when that leaves nothing or more than
+// kMaxHostBytes. The one normalisation of hosts: routing and the host-based identities of the
+// rate limits both take it from here, so "A.Example:80" and "a.example." are "a.example" for
+// both. Allocates nothing; any thread.
+std::string_view normalise_host(std::string_view host,
+                                std::span<char, RouteTable::kMaxHostBytes> out) noexcept;
+
 }  // namespace floodgate

@@ -21,6 +21,12 @@ TEST(ConfigFormat, PrintsWarningsAsWarnings) {
   EXPECT_EQ(format(d), "floodgate.toml:3:7: warning: server.workers: what is wrong; how to fix it");
 }
 
+TEST(ConfigFormat, PrintsNotesAsNotes) {
+  Diagnostic d = diagnostic(3, 7, "server.workers");
+  d.severity = Diagnostic::Severity::note;
+  EXPECT_EQ(format(d), "floodgate.toml:3:7: note: server.workers: what is wrong; how to fix it");
+}
+
 TEST(ConfigFormat, LeavesOutThePositionWhenThereIsNone) {
   EXPECT_EQ(format(diagnostic(0, 0, "")), "floodgate.toml: error: what is wrong; how to fix it");
 }

@@ -12,7 +12,7 @@ using testing::load;
 using Severity = Diagnostic::Severity;
 
 LoadResult invalid_with(std::vector<Diagnostic> diagnostics) {
-  return LoadResult{std::nullopt, std::move(diagnostics)};
+  return LoadResult{std::nullopt, std::move(diagnostics), {}};
 }
 
 TEST(ConfigJson, ReportsAValidFileWithEmptyLists) {
@@ -49,6 +49,16 @@ TEST(ConfigJson, IsValidWithWarningsOnly) {
   const std::string json = to_json(r);
   EXPECT_EQ(json.substr(0, 30), R"({"valid":true,"errors":[],"war)");
   EXPECT_NE(json.find(R"("path":"routes[1]")"), std::string::npos) << json;
+}
+
+TEST(ConfigJson, AddsTheNotesOnlyWhenAskedAndThereAreSome) {
+  LoadResult r = load(kMinimal);
+  r.notes.push_back(Diagnostic{Severity::note, "f", 3, 1, "a.missing_key", "a fact"});
+  EXPECT_EQ(to_json(r), R"({"valid":true,"errors":[],"warnings":[]})");
+  EXPECT_EQ(to_json(r, true),
+            R"({"valid":true,"errors":[],"warnings":[],"notes":[)"
+            R"({"line":3,"column":1,"path":"a.missing_key","message":"a fact"}]})");
+  EXPECT_EQ(to_json(load(kMinimal), true), R"({"valid":true,"errors":[],"warnings":[]})");
 }
 
 TEST(ConfigJson, GivesZeroPositionAndEmptyPathForAnUnreadableFile) {

@@ -1,7 +1,8 @@
 // [resilience.quota]: the configuration of issue 16's distributed quota. The defaults, every
 // key, the Redis url and its resolution, the selector source matrix, every validation rule of
 // seed 004 with the message the operator sees (also when the quota is not enabled), unknown
-// keys, and the warning of a client_ip selector.
+// keys, the warning of a client_ip selector, and missing_key with the note `floodgate check`
+// prints about it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 using resilience::BackendFailurePolicy;
 using resilience::KeySource;
+using resilience::MissingKey;
 using resilience::Mode;
 using resilience::QuotaBackendKind;
 using resilience::QuotaLocalFallbackParams;
@@ -1061,6 +1063,78 @@ TEST(ConfigQuota, DoesNotWarnOfClientIpBehindATrustedProxy) {
            std::string(kTwoPools));
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+}
+
+// --- missing_key -----------------------------------------------------------------------------
+
+// An enabled quota whose one policy is valid_policy(extra): the policy's table on line 3, its
+// selector on line 5, `extra` from line 7.
+LoadResult enabled_policy(std::string_view extra) {
+  return load("[resilience.quota]\nenabled = true\n" + std::string(kPolicy) + "\n" +
+              valid_policy(extra) + "\n" + std::string(kTwoPools));
+}
+
+std::string notes(const LoadResult& r) {
+  std::string out;
+  for (const Diagnostic& d : r.notes) out += format(d) + "\n";
+  return out;
+}
+
+TEST(ConfigQuota, RefusesARequestWithoutAnIdentityByDefault) {
+  EXPECT_EQ(only_quota(policy(valid_policy())).policies.at(0).missing_key, MissingKey::refuse);
+}
+
+TEST(ConfigQuota, ReadsMissingKeySkipAndPeer) {
+  EXPECT_EQ(only_quota(policy(valid_policy("missing_key = \"skip\""))).policies.at(0).missing_key,
+            MissingKey::skip);
+  EXPECT_EQ(only_quota(policy(valid_policy("missing_key = \"peer\""))).policies.at(0).missing_key,
+            MissingKey::peer);
+}
+
+TEST(ConfigQuota, TellsAPolicyWithMissingKeyRouteWhatItTakes) {
+  EXPECT_EQ(only(policy(valid_policy("missing_key = \"route\""))),
+            error_at(5, 1, "resilience.quota.policies[0].missing_key",
+                     "missing_key = \"route\" is for the scoped rate limits only; a quota policy "
+                     "takes \"refuse\" (429 selector_identity_missing, the default), \"skip\" "
+                     "(the policy does not count the request) or \"peer\" (the client's address "
+                     "stands in for the missing identity)"));
+  EXPECT_EQ(only(policy(valid_policy("missing_key = \"drop\""))),
+            error_at(5, 1, "resilience.quota.policies[0].missing_key",
+                     "unknown value \"drop\"; expected refuse, skip or peer"));
+}
+
+TEST(ConfigQuota, WarnsThatMissingKeyIsPointlessWhenEveryDimensionIsAlwaysThere) {
+  const LoadResult r = policy(
+      "name = \"p\"\nselector = { route = true, client = { key = \"peer_ip\" } }\n"
+      "burst = { requests = 10, window = \"1s\" }\nmissing_key = \"skip\"");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_EQ(dump(r),
+            "test.toml:5:1: warning: resilience.quota.policies[0].missing_key: missing_key has "
+            "no effect: every request has what this selector selects (the route, or the "
+            "client's address), so none lacks an identity; remove missing_key\n");
+}
+
+TEST(ConfigQuota, NotesWhatAnEnabledPolicyDoesWithARequestWithoutAnIdentity) {
+  EXPECT_EQ(notes(enabled_policy("")),
+            "test.toml:5:1: note: resilience.quota.policies[0].missing_key: a request without "
+            "selector.tenant.key = \"header:x-tenant-id\" is refused with 429 "
+            "selector_identity_missing (missing_key = \"refuse\", the default)\n");
+  EXPECT_EQ(notes(enabled_policy("missing_key = \"skip\"")),
+            "test.toml:7:1: note: resilience.quota.policies[0].missing_key: a request without "
+            "selector.tenant.key = \"header:x-tenant-id\" is not counted by this policy and "
+            "passes it (missing_key = \"skip\"); "
+            "floodgate_quota_decisions_total{outcome=\"skipped\"} counts such requests\n");
+  EXPECT_EQ(notes(enabled_policy("missing_key = \"peer\"")),
+            "test.toml:7:1: note: resilience.quota.policies[0].missing_key: a request without "
+            "selector.tenant.key = \"header:x-tenant-id\" is counted with its client's address "
+            "in place of the missing identity (as client_ip gives it, server.trusted_proxies "
+            "honoured), one count per client (missing_key = \"peer\")\n");
+}
+
+TEST(ConfigQuota, NotesNothingForAQuotaThatIsNotEnabled) {
+  const LoadResult r = policy(valid_policy("missing_key = \"skip\""));
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+  EXPECT_EQ(notes(r), "");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // [[resilience.scoped_rate_limits]]: the configuration of issue 15's scoped rate limits. The
 // defaults the loader fills in, every key, every
 // request-key source, every validation rule with the message the operator sees, the tiers, the
-// upstream names route_allowlist refers to, unknown keys, and the warnings.
+// upstream names route_allowlist refers to, unknown keys, the warnings, and missing_key with the
+// note `floodgate check` prints about it.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -18,6 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using resilience::KeySource;
+using resilience::MissingKey;
 using resilience::Mode;
 using resilience::OnTableFull;
 using resilience::RateScope;
@@ -634,6 +636,100 @@ TEST(ConfigScopedRateLimits, WarnsOfATierKeyWithoutTiers) {
   const LoadResult empty = rule(tenant_rule("tier_key = \"header:x-plan\"\ntiers = {}"));
   ASSERT_TRUE(empty.ok()) << dump(empty);
   EXPECT_EQ(dump(empty), expected);
+}
+
+// --- missing_key -----------------------------------------------------------------------------
+
+// Every note, formatted, one per line.
+std::string notes(const LoadResult& r) {
+  std::string out;
+  for (const Diagnostic& d : r.notes) out += format(d) + "\n";
+  return out;
+}
+
+TEST(ConfigScopedRateLimits, CountsARequestWithoutTheKeyByItsClientByDefault) {
+  EXPECT_EQ(only_rule(rule(tenant_rule())).missing_key, MissingKey::peer);
+}
+
+TEST(ConfigScopedRateLimits, ReadsEveryValueOfMissingKey) {
+  for (const auto& [text, value] : std::map<std::string, MissingKey>{
+           {"peer", MissingKey::peer}, {"route", MissingKey::route}, {"skip", MissingKey::skip}}) {
+    const LoadResult r = rule(tenant_rule("missing_key = \"" + text + "\""));
+    EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+    EXPECT_EQ(only_rule(r).missing_key, value) << text;
+  }
+}
+
+TEST(ConfigScopedRateLimits, RejectsAnUnknownMissingKeyListingTheValues) {
+  EXPECT_EQ(only(rule(tenant_rule("missing_key = \"host\""))),
+            "test.toml:7:1: error: resilience.scoped_rate_limits[0].missing_key: unknown value "
+            "\"host\"; expected peer, route or skip");
+}
+
+TEST(ConfigScopedRateLimits, RejectsMissingKeyOnARouteRuleWhichHasNoKey) {
+  EXPECT_EQ(only(rule("name = \"t\"\nscope = \"route\"\nrequests_per_sec = 1\nburst = 1\n"
+                      "missing_key = \"skip\"")),
+            "test.toml:6:1: error: resilience.scoped_rate_limits[0].missing_key: missing_key is "
+            "not allowed with scope = \"route\": a route rule counts every request to its "
+            "upstream in one bucket and has no key a request could lack; remove missing_key, or "
+            "set scope = \"client\", \"tenant\" or \"token\" with a key");
+}
+
+TEST(ConfigScopedRateLimits, WarnsThatMissingKeyIsPointlessWithAKeyEveryRequestHas) {
+  const LoadResult r = rule(client_rule("missing_key = \"route\""));
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_EQ(dump(r),
+            "test.toml:6:1: warning: resilience.scoped_rate_limits[0].missing_key: missing_key "
+            "has no effect: every request has the identity key = \"peer_ip\" gives, so no "
+            "request is counted as missing_key says; remove missing_key, or key the rule by a "
+            "header, cookie, query parameter or bearer token that a request may lack\n");
+  EXPECT_EQ(notes(r), "");
+}
+
+TEST(ConfigScopedRateLimits, SaysNothingOfMissingKeyForAKeyEveryRequestHas) {
+  const LoadResult r = rule(client_rule("key = \"method\""));
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+  EXPECT_EQ(notes(r), "");
+}
+
+TEST(ConfigScopedRateLimits, NotesAtTheKeyThatARequestWithoutItIsCountedByItsClient) {
+  const LoadResult r = rule(tenant_rule());
+  EXPECT_TRUE(r.diagnostics.empty()) << dump(r);
+  EXPECT_EQ(notes(r),
+            "test.toml:4:1: note: resilience.scoped_rate_limits[0].missing_key: a request "
+            "without key = \"header:x-tenant-id\" is counted by its client's address (as "
+            "client_ip gives it, server.trusted_proxies honoured), one bucket per client "
+            "(missing_key = \"peer\", the default)\n");
+}
+
+TEST(ConfigScopedRateLimits, NotesAtMissingKeyWhatARouteOrSkipRuleDoes) {
+  EXPECT_EQ(notes(rule(tenant_rule("missing_key = \"route\""))),
+            "test.toml:7:1: note: resilience.scoped_rate_limits[0].missing_key: a request "
+            "without key = \"header:x-tenant-id\" is counted in one bucket for the route it "
+            "takes (its [[routes]] entry: the host, lower-case without port or trailing dot, and "
+            "the path_prefix), shared by every client without the key (missing_key = "
+            "\"route\")\n");
+  EXPECT_EQ(notes(rule(tenant_rule("missing_key = \"skip\""))),
+            "test.toml:7:1: note: resilience.scoped_rate_limits[0].missing_key: a request "
+            "without key = \"header:x-tenant-id\" is not counted by this rule and passes it "
+            "unlimited (missing_key = \"skip\"); "
+            "floodgate_rate_limit_requests_total{result=\"skipped\"} counts such requests\n");
+}
+
+TEST(ConfigScopedRateLimits, NotesATokenRulesDefaultKeyAtTheRule) {
+  const LoadResult r = rule("name = \"t\"\nscope = \"token\"\nrequests_per_sec = 1\nburst = 1");
+  ASSERT_EQ(r.notes.size(), 1u) << notes(r);
+  EXPECT_EQ(r.notes[0].line, 1);
+  EXPECT_EQ(r.notes[0].path, "resilience.scoped_rate_limits[0].missing_key");
+  EXPECT_NE(r.notes[0].message.find("without key = \"bearer_token\""), std::string::npos);
+}
+
+TEST(ConfigScopedRateLimits, NotesNothingForAnInvalidKey) {
+  const LoadResult r = rule(
+      "name = \"r\"\nscope = \"tenant\"\nkey = \"header:\"\nrequests_per_sec = 10\n"
+      "burst = 20\nmissing_key = \"skip\"");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(notes(r), "");
 }
 
 }  // namespace

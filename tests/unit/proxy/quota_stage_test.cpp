@@ -1,6 +1,7 @@
 // The quota stage on a route's chain with the in-memory backend: exhausted windows answer 429
 // with the policy's name and Retry-After until the window ends, a denial counts in no window,
-// identities are counted apart and must resolve, shadow mode counts and lets the request on,
+// identities are counted apart and must resolve (or are skipped, or stood in for by the client's
+// address, as missing_key says), shadow mode counts and lets the request on,
 // policies run in order and an enforced denial stops them, a full table is a backend failure for
 // backend_failure_policy, and a request that passes allocates nothing. (The Redis backend runs
 // end to end against a real Redis: tests/integration/test_quota.py.)
@@ -26,6 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using resilience::BackendFailurePolicy;
 using resilience::KeySource;
+using resilience::MissingKey;
 using resilience::Mode;
 using resilience::QuotaParams;
 using resilience::QuotaPolicyParams;
@@ -74,8 +76,9 @@ class QuotaStageTest : public ::testing::Test {
     }
   }
 
-  // A request with the header fields `fields`, to upstream `up`.
-  Decision send(std::string_view fields = "X-Tenant: a\r\n", uint32_t up = 0) {
+  // A request with the header fields `fields`, to upstream `up`, from `peer`.
+  Decision send(std::string_view fields = "X-Tenant: a\r\n", uint32_t up = 0,
+                std::string_view peer = "192.0.2.1") {
     text = "GET /x HTTP/1.1\r\nHost: example.com\r\n" + std::string(fields) + "\r\n";
     ex.reset();  // before the parser its head points to
     parser = std::make_unique<http::Parser>(http::Parser::Kind::request);
@@ -88,8 +91,8 @@ class QuotaStageTest : public ::testing::Test {
     ex->head = parser.get();
     ex->up = &ups[up];
     ex->request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
-    ex->peer = IpAddress::parse("192.0.2.1").value_or(IpAddress{});
-    ex->peer_text = "192.0.2.1";
+    ex->peer = IpAddress::parse(peer).value_or(IpAddress{});
+    ex->peer_text = peer;
     return chains[up].run(*ex, metrics);
   }
 
@@ -162,6 +165,35 @@ TEST_F(QuotaStageTest, AMissingOrOverlongIdentityIsRefusedWithoutAFallback) {
   EXPECT_EQ(d.reason, Reason::selector_identity_invalid);
   EXPECT_EQ(count(0, QuotaOutcome::selector_identity_missing), 1u);
   EXPECT_EQ(count(0, QuotaOutcome::selector_identity_invalid), 1u);
+}
+
+TEST_F(QuotaStageTest, RefuseIsTheDefaultForAMissingIdentity) {
+  EXPECT_EQ(QuotaPolicyParams{}.missing_key, MissingKey::refuse);
+}
+
+TEST_F(QuotaStageTest, ASkippingPolicyLetsARequestWithoutTheIdentityThroughUncounted) {
+  QuotaPolicyParams p = policy("tenants", QuotaWindow{.requests = 1, .window = 10s});
+  p.missing_key = MissingKey::skip;
+  build({p});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(send("").verdict, Verdict::go);
+  EXPECT_EQ(send("X-Tenant: a\r\n").verdict, Verdict::go);
+  EXPECT_EQ(send("X-Tenant: a\r\n").reason, Reason::burst_quota_exhausted);
+  EXPECT_EQ(count(0, QuotaOutcome::skipped), 3u);
+  EXPECT_EQ(count(0, QuotaOutcome::selector_identity_missing), 0u);
+  EXPECT_EQ(quota->table->live(), 1u);
+  EXPECT_EQ(label(QuotaOutcome::skipped), "skipped");
+}
+
+TEST_F(QuotaStageTest, APeerPolicyCountsARequestWithoutTheIdentityByItsClient) {
+  QuotaPolicyParams p = policy("tenants", QuotaWindow{.requests = 1, .window = 10s});
+  p.missing_key = MissingKey::peer;
+  build({p});
+  EXPECT_EQ(send("", 0, "192.0.2.1").verdict, Verdict::go);
+  EXPECT_EQ(send("", 0, "192.0.2.1").reason, Reason::burst_quota_exhausted);
+  EXPECT_EQ(send("", 0, "192.0.2.2").verdict, Verdict::go);  // another client: its own count
+  // The tenant "192.0.2.1" is not the anonymous client 192.0.2.1.
+  EXPECT_EQ(send("X-Tenant: 192.0.2.1\r\n", 0, "192.0.2.1").verdict, Verdict::go);
+  EXPECT_EQ(quota->table->live(), 3u);
 }
 
 TEST_F(QuotaStageTest, ShadowModeCountsTheWouldBeDenialAndLetsTheRequestOn) {

@@ -1,7 +1,7 @@
 // The scoped rate limits' stage on a route's chain: the first exhausted enforced rule answers
 // 429 with its name and Retry-After, the rules before it get their tokens back, shadow rules
-// count and let the request on, tiers pick the rates, the allowlist picks the routes, and a
-// request that passes allocates nothing.
+// count and let the request on, tiers pick the rates, the allowlist picks the routes, a request
+// without the key is counted as missing_key says, and a request that passes allocates nothing.
 #include "floodgate/proxy/rate_limit_stage.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using resilience::KeySource;
+using resilience::MissingKey;
 using resilience::Mode;
 using resilience::RateScope;
 using resilience::ScopedRateLimitParams;
@@ -61,11 +62,14 @@ class RateLimitStageTest : public ::testing::Test {
       limits->rules.emplace_back(std::move(p), std::make_shared<resilience::RateRule>(1));
     }
     this->limits = limits;
-    for (uint32_t i = 0; i < 2; ++i) {
-      std::vector<std::unique_ptr<const Stage>> stages;
-      add_rate_limit_stage(stages, ups[i], limits);
-      chains[i] = Chain(std::move(stages));
-    }
+    for (uint32_t i = 0; i < 2; ++i) chains[i] = chain(ups[i], routes[i]);
+  }
+
+  // The chain of `route` to `up`, with the rules of the last build().
+  Chain chain(const Upstream& up, const RouteParams& route) const {
+    std::vector<std::unique_ptr<const Stage>> stages;
+    add_rate_limit_stage(stages, up, route, limits);
+    return Chain(std::move(stages));
   }
 
   // A request from `peer` with the header fields `fields`, to upstream `up`.
@@ -91,6 +95,8 @@ class RateLimitStageTest : public ::testing::Test {
   }
 
   std::array<Upstream, 2> ups;
+  std::array<RouteParams, 2> routes{RouteParams{.host = "a.example", .upstream = "api"},
+                                    RouteParams{.host = "*", .upstream = "web"}};
   std::shared_ptr<const RateLimits> limits;
   std::array<Chain, 2> chains;
   ReactorMetrics metrics{2};
@@ -180,13 +186,59 @@ TEST_F(RateLimitStageTest, AnAllowlistedRuleLeavesOtherRoutesAlone) {
   EXPECT_EQ(send("", "192.0.2.1", 1).verdict, Verdict::go);
 }
 
-TEST_F(RateLimitStageTest, AMissingIdentityFallsBackToTheAuthority) {
+ScopedRateLimitParams tenant_rule(MissingKey missing) {
   ScopedRateLimitParams p = rule("tenant", RateScope::tenant, 1, 1);
   p.key = header("x-tenant");
-  build({p});
-  EXPECT_EQ(send("").verdict, Verdict::go);  // no X-Tenant: counted by example.com
-  EXPECT_EQ(send("").verdict, Verdict::stop);
-  EXPECT_EQ(send("X-Tenant: example.com\r\n").verdict, Verdict::go);  // not the same identity
+  p.missing_key = missing;
+  return p;
+}
+
+TEST_F(RateLimitStageTest, ARequestWithoutTheKeyIsCountedByItsClientByDefault) {
+  EXPECT_EQ(ScopedRateLimitParams{}.missing_key, MissingKey::peer);
+  build({tenant_rule(MissingKey::peer)});
+  EXPECT_EQ(send("", "192.0.2.1").verdict, Verdict::go);
+  EXPECT_EQ(send("", "192.0.2.1").verdict, Verdict::stop);
+  EXPECT_EQ(send("", "192.0.2.2").verdict, Verdict::go);  // another anonymous client: its own
+  // The tenant "192.0.2.1" is not the anonymous client 192.0.2.1.
+  EXPECT_EQ(send("X-Tenant: 192.0.2.1\r\n", "192.0.2.1").verdict, Verdict::go);
+  EXPECT_EQ(limits->rules[0].state->table().live(), 3u);
+}
+
+TEST_F(RateLimitStageTest, ARouteRuleCountsEveryAnonymousClientOfTheRouteInOneBucket) {
+  build({tenant_rule(MissingKey::route)});
+  EXPECT_EQ(send("", "192.0.2.1").verdict, Verdict::go);
+  EXPECT_EQ(send("", "192.0.2.2").verdict, Verdict::stop);
+  EXPECT_EQ(send("X-Tenant: t\r\n", "192.0.2.2").verdict, Verdict::go);  // a key: its own
+  EXPECT_EQ(send("", "192.0.2.3", 1).verdict, Verdict::go);  // another route: another bucket
+  EXPECT_EQ(limits->rules[0].state->table().live(), 3u);
+}
+
+TEST_F(RateLimitStageTest, TheRouteBucketIsTheRoutesNotTheUpstreamsNorTheSpellingOfItsHost) {
+  build({tenant_rule(MissingKey::route)});
+  EXPECT_EQ(send("", "192.0.2.1").verdict, Verdict::go);  // the route a.example, to api
+  chains[0] = chain(ups[0], RouteParams{.host = "b.example", .upstream = "api"});
+  EXPECT_EQ(send("", "192.0.2.1").verdict, Verdict::go);  // another route to api: its own
+  chains[0] = chain(ups[0], RouteParams{.host = "A.EXAMPLE.", .upstream = "api"});
+  EXPECT_EQ(send("", "192.0.2.1").verdict, Verdict::stop);  // a.example's, written otherwise
+}
+
+TEST_F(RateLimitStageTest, ASkipRuleLetsAnonymousRequestsThroughAndCountsThem) {
+  build({tenant_rule(MissingKey::skip)});
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(send("").verdict, Verdict::go);
+  EXPECT_EQ(send("X-Tenant: t\r\n").verdict, Verdict::go);
+  EXPECT_EQ(send("X-Tenant: t\r\n").verdict, Verdict::stop);  // a key is still limited
+  EXPECT_EQ(totals(0).skipped, 5u);
+  EXPECT_EQ(totals(0).allowed, 1u);
+  EXPECT_EQ(limits->rules[0].state->table().live(), 1u);
+}
+
+TEST_F(RateLimitStageTest, ASkippingRuleTakesNothingAndALaterRuleStillDecides) {
+  build({tenant_rule(MissingKey::skip), rule("per-client", RateScope::client, 1, 1)});
+  EXPECT_EQ(send("").verdict, Verdict::go);
+  const Decision d = send("");
+  ASSERT_EQ(d.verdict, Verdict::stop);
+  EXPECT_TRUE(contains(d.answer->bytes(false), "X-Floodgate-Limit: per-client\r\n"));
+  EXPECT_EQ(totals(0).skipped, 2u);
 }
 
 TEST_F(RateLimitStageTest, TheBucketRefillsAtTheRulesRate) {

@@ -1,5 +1,6 @@
-// The request-key sources of scoped rate limits: every source of seed 004's table, the
-// compatibility fallback (authority, path, method), and that reading them allocates nothing.
+// The request-key sources of scoped rate limits: every source of seed 004's table, what a
+// request without its rule's key is counted by (missing_key), and that reading them allocates
+// nothing.
 #include "floodgate/proxy/request_key.h"
 
 #include <gtest/gtest.h>
@@ -184,7 +185,26 @@ TEST(RequestKeys, AuthorityIsTheTargetsAuthorityElseTheHost) {
   Request r("Host: h.example\r\n");
   EXPECT_EQ(r.key(Kind::authority), "h.example");
   r.view_.authority = "abs.example:8080";
-  EXPECT_EQ(r.key(Kind::authority), "abs.example:8080");
+  EXPECT_EQ(r.key(Kind::authority), "abs.example");
+}
+
+TEST(RequestKeys, AuthorityIsNormalisedAsRoutingComparesHosts) {
+  for (const std::string_view host :
+       {"a.example", "A.EXAMPLE:80", "a.example.", "A.Example.:8080"}) {
+    Request r("Host: x\r\n");
+    r.view_.host = host;
+    EXPECT_EQ(r.key(Kind::authority), "a.example") << host;
+  }
+}
+
+TEST(RequestKeys, AnAuthorityLongerThanAnyHostNameIsMissing) {
+  Request r("Host: x\r\n");
+  const std::string longest(255, 'h');
+  r.view_.host = longest;
+  EXPECT_EQ(r.key(Kind::authority), longest);
+  const std::string longer(256, 'h');
+  r.view_.host = longer;
+  EXPECT_EQ(r.key(Kind::authority), "");
 }
 
 TEST(RequestKeys, MethodIsTheMethodToken) {
@@ -391,53 +411,78 @@ TEST(RequestKeys, AnEmptyContextGivesOnlyTheConnectionsOwnKeys) {
   EXPECT_EQ(key_of(src(Kind::client_ip), c, scratch), "192.0.2.10");
 }
 
-// --- the fallback
+// --- a request without the key (missing_key)
 
-Identity identity(const Request& r, const resilience::KeySource& s,
+using resilience::MissingKey;
+
+Identity identity(const Request& r, const resilience::KeySource& s, MissingKey missing,
                   std::array<char, kKeyScratch>& scratch) {
-  return identity_of(s, r.context(), scratch);
+  return identity_of(s, missing, r.context(), scratch);
 }
 
-TEST(IdentityFallback, ThePresentKeyAnswers) {
+TEST(MissingKey, ThePresentKeyAnswersWhateverMissingKeySays) {
   const Request r("Host: h\r\nX-Tenant: acme\r\n");
   std::array<char, kKeyScratch> scratch{};
-  const Identity id = identity(r, src(Kind::header, "x-tenant"), scratch);
-  EXPECT_EQ(id.value, "acme");
-  EXPECT_EQ(id.from, Kind::header);
+  for (const MissingKey m :
+       {MissingKey::peer, MissingKey::route, MissingKey::skip, MissingKey::refuse}) {
+    const Identity id = identity(r, src(Kind::header, "x-tenant"), m, scratch);
+    EXPECT_EQ(id.value, "acme");
+    EXPECT_EQ(id.as, Counted::by_key);
+  }
 }
 
-TEST(IdentityFallback, AMissingKeyFallsBackToTheAuthorityFirst) {
-  const Request r("Host: h.example\r\n", "/p");
+TEST(MissingKey, PeerCountsAnAnonymousRequestByItsClientsAddress) {
+  const Request r("Host: h.example\r\n", "/p", "GET", "192.0.2.10");
   std::array<char, kKeyScratch> scratch{};
-  const Identity id = identity(r, src(Kind::header, "x-tenant"), scratch);
-  EXPECT_EQ(id.value, "h.example");
-  EXPECT_EQ(id.from, Kind::authority);
+  const Identity id = identity(r, src(Kind::header, "x-tenant"), MissingKey::peer, scratch);
+  EXPECT_EQ(id.value, "192.0.2.10");
+  EXPECT_EQ(id.as, Counted::by_peer);
 }
 
-TEST(IdentityFallback, ThenThePath) {
-  Request r("Host: h\r\n", "/p");
-  r.view_.host = {};
+TEST(MissingKey, PeerIsTheAddressATrustedProxyAppendedNotTheHost) {
+  Request r("Host: h.example\r\nX-Forwarded-For: 203.0.113.9, 198.51.100.7\r\n", "/p", "GET",
+            "192.0.2.10");
+  r.trusted = {range("192.0.2.0/24")};
   std::array<char, kKeyScratch> scratch{};
-  const Identity id = identity(r, src(Kind::bearer_token), scratch);
-  EXPECT_EQ(id.value, "/p");
-  EXPECT_EQ(id.from, Kind::path);
+  const Identity id = identity(r, src(Kind::bearer_token), MissingKey::peer, scratch);
+  EXPECT_EQ(id.value, "198.51.100.7");
+  EXPECT_EQ(id.as, Counted::by_peer);
 }
 
-TEST(IdentityFallback, ThenTheMethod) {
-  Request r("Host: h\r\n", "/p", "PUT");
-  r.view_.host = {};
-  r.view_.path = {};
+TEST(MissingKey, PeerIgnoresXForwardedForFromAnUntrustedPeer) {
+  const Request r("Host: h\r\nX-Forwarded-For: 198.51.100.7\r\n", "/p", "GET", "192.0.2.10");
   std::array<char, kKeyScratch> scratch{};
-  const Identity id = identity(r, src(Kind::cookie, "session"), scratch);
-  EXPECT_EQ(id.value, "PUT");
-  EXPECT_EQ(id.from, Kind::method);
+  EXPECT_EQ(identity(r, src(Kind::cookie, "s"), MissingKey::peer, scratch).value, "192.0.2.10");
 }
 
-TEST(IdentityFallback, NothingAtAllIsAnEmptyIdentityFromNone) {
+TEST(MissingKey, RouteSkipAndRefuseGiveNoValue) {
+  const Request r("Host: h.example\r\n");
   std::array<char, kKeyScratch> scratch{};
-  const Identity id = identity_of(src(Kind::header, "x"), KeyContext{}, scratch);
-  EXPECT_EQ(id.value, "");
-  EXPECT_EQ(id.from, Kind::none);
+  const resilience::KeySource key = src(Kind::header, "x-tenant");
+  EXPECT_EQ(identity(r, key, MissingKey::route, scratch).as, Counted::by_route);
+  EXPECT_EQ(identity(r, key, MissingKey::skip, scratch).as, Counted::skipped);
+  EXPECT_EQ(identity(r, key, MissingKey::refuse, scratch).as, Counted::refused);
+  for (const MissingKey m : {MissingKey::route, MissingKey::skip, MissingKey::refuse}) {
+    EXPECT_EQ(identity(r, key, m, scratch).value, "");
+  }
+}
+
+TEST(MissingKey, AnEmptyValueIsMissingAsNginxDoesNotCountAnEmptyKey) {
+  const Request r("Host: h\r\nX-Tenant: \r\n");
+  std::array<char, kKeyScratch> scratch{};
+  EXPECT_EQ(identity(r, src(Kind::header, "x-tenant"), MissingKey::skip, scratch).as,
+            Counted::skipped);
+}
+
+TEST(MissingKey, OnlyTheSourcesARequestCanLackAreEverMissing) {
+  for (const Kind k :
+       {Kind::header, Kind::cookie, Kind::query, Kind::authority, Kind::bearer_token}) {
+    EXPECT_TRUE(resilience::can_be_missing(k)) << static_cast<int>(k);
+  }
+  for (const Kind k :
+       {Kind::none, Kind::path, Kind::method, Kind::cid, Kind::peer_ip, Kind::client_ip}) {
+    EXPECT_FALSE(resilience::can_be_missing(k)) << static_cast<int>(k);
+  }
 }
 
 // --- allocation
@@ -466,7 +511,8 @@ TEST(RequestKeys, ReadingEverySourceAllocatesNothing) {
   const uint64_t before = counted_heap_allocations();
   for (int i = 0; i < 100; ++i) {
     for (const resilience::KeySource& s : sources) {
-      total += key_of(s, c, scratch).size() + identity_of(s, c, scratch).value.size();
+      total += key_of(s, c, scratch).size() +
+               identity_of(s, resilience::MissingKey::peer, c, scratch).value.size();
     }
   }
   EXPECT_EQ(counted_heap_allocations() - before, 0u);

@@ -166,6 +166,32 @@ TEST(RouteTable, HostOfExactlyMaxBytesStillMatchesExactly) {
   EXPECT_EQ(matched(t, host + ":80", "/"), 0);
 }
 
+// normalise_host: the one normalisation routing and the rate limits' host identities share.
+std::string normalised(std::string_view host) {
+  std::array<char, RouteTable::kMaxHostBytes> out{};
+  return std::string(normalise_host(host, out));
+}
+
+TEST(NormaliseHost, EverySpellingOfAHostIsOneName) {
+  for (const std::string_view spelling :
+       {"a.example", "A.EXAMPLE", "A.Example:80", "a.example.", "a.example.:8080"}) {
+    EXPECT_EQ(normalised(spelling), "a.example") << spelling;
+  }
+}
+
+TEST(NormaliseHost, Ipv6LiteralsLoseTheirBracketsAndPort) {
+  EXPECT_EQ(normalised("[2001:DB8::1]:443"), "2001:db8::1");
+  EXPECT_EQ(normalised("::1"), "::1");
+}
+
+TEST(NormaliseHost, NothingOrTooLongIsEmpty) {
+  EXPECT_EQ(normalised(""), "");
+  EXPECT_EQ(normalised("."), "");
+  EXPECT_EQ(normalised(std::string(RouteTable::kMaxHostBytes, 'A')),
+            std::string(RouteTable::kMaxHostBytes, 'a'));
+  EXPECT_EQ(normalised(std::string(RouteTable::kMaxHostBytes + 1, 'a')), "");
+}
+
 TEST(RouteTable, ManyHostsEachFindTheirOwnRoute) {
   std::vector<RouteParams> routes;
   routes.reserve(50);
