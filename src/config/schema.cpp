@@ -94,7 +94,7 @@ constexpr std::string_view kQuotaBackend = "[resilience.quota.backend]";
 constexpr std::string_view kQuotaPolicy = "a [[resilience.quota.policies]] entry";
 // `enabled`, `open`, `window` and `delay` have no entry: words this general may be meant for
 // any table, where a home would mislead.
-constexpr std::array<KeyHome, 137> kKeyHomes{{
+constexpr std::array<KeyHome, 138> kKeyHomes{{
     {"listen", "[server] (or [admin] for the admin listener)"},
     {"workers", kServer},
     {"io", kServer},
@@ -210,6 +210,7 @@ constexpr std::array<KeyHome, 137> kKeyHomes{{
     {"poll_stall_timeout", kWatchdog},
     {"timeout_error_rate_percent", kWatchdog},
     {"min_requests_per_window", kWatchdog},
+    {"min_timeout_spread", kWatchdog},
     {"overload_inflight_percent", kWatchdog},
     {"unhealthy_consecutive_windows", kWatchdog},
     {"drain_grace", kWatchdog},
