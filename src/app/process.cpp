@@ -177,7 +177,7 @@ void Process::start_watchdog() {
     return WatchdogThread::Pressure{.ceiling = front->inflight.limit()};
   };
   watchdog_.emplace(std::move(reactors), std::move(pressure), notifier_);
-  watchdog_->configure(gens_.active().config.resilience.watchdog);
+  watchdog_->configure(gens_.active().config.resilience.watchdog, *gens_.active().snapshot);
 }
 
 std::string Process::watchdog_drain_reason() const {

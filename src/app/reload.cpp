@@ -147,7 +147,7 @@ void Process::install_everywhere(const std::shared_ptr<const proxy::Snapshot>& s
   // The active generation is `snap` (publish and rollback activate before installing).
   log_front(*snap, gens_.active().config);
   sampler_.set_params(gens_.active().config.resilience.memory_guard);
-  if (watchdog_) watchdog_->configure(gens_.active().config.resilience.watchdog);
+  if (watchdog_) watchdog_->configure(gens_.active().config.resilience.watchdog, *snap);
   if (!draining_) names_.watch(watched_names(gens_.active().config));
   const uint64_t seq = ++publish_seq_;
   auto left = std::make_shared<std::size_t>(reactors_.size());

@@ -11,9 +11,13 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "floodgate/core/reason.h"
+#include "floodgate/proxy/failure_policy.h"
 
 namespace floodgate::app {
 
@@ -77,19 +81,33 @@ std::string error_text(int error) {
   return ::strerror_r(error, text, sizeof(text));
 }
 
-// What made a window unhealthy, for the log and STATUS=.
-std::string details(const resilience::WatchdogVerdict& v, const resilience::WatchdogObservation& o,
-                    const resilience::WatchdogParams& p) {
+// The most backends a log line names (with their counts); STATUS= names fewer (without).
+constexpr std::size_t kNamedInLog = 8;
+constexpr std::size_t kNamedInStatus = 3;
+
+// The backend failures that are timeouts (floodgate_backend_failures_total{reason}).
+const std::size_t kConnectTimeout = proxy::backend_failure_kind(Reason::upstream_connect_timeout);
+const std::size_t kResponseTimeout = proxy::backend_failure_kind(Reason::upstream_timeout);
+
+}  // namespace
+
+// What made a window unhealthy, for the log.
+std::string WatchdogThread::details(const resilience::WatchdogVerdict& v,
+                                    const resilience::WatchdogObservation& o) const {
   using resilience::WatchdogCause;
   std::string out;
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
   if (v.causes.has(WatchdogCause::poll_stall) && v.stalled_reactor) {
     add(fmt::format("poll_stall: reactor {} has not turned for {} ms (poll_stall_timeout {} ms)",
                     *v.stalled_reactor, ms(o.unanswered[*v.stalled_reactor]),
-                    p.poll_stall_timeout.count()));
+                    params_.poll_stall_timeout.count()));
   }
   if (v.causes.has(WatchdogCause::timeout_rate)) {
-    add(fmt::format("timeout_rate: {} of {} requests timed out upstream", o.timeouts, o.settled));
+    add(fmt::format(
+        "timeout_rate: {} backends timed out (at least {}% of at least {} attempts each; "
+        "min_timeout_spread {}): {}",
+        v.timed_out_backends, params_.timeout_error_rate_percent, params_.min_requests_per_window,
+        params_.min_timeout_spread, timed_out_names(kNamedInLog, true)));
   }
   if (v.causes.has(WatchdogCause::overload)) {
     add(fmt::format("overload: {} in flight of a ceiling of {}", o.in_flight, o.ceiling));
@@ -97,7 +115,35 @@ std::string details(const resilience::WatchdogVerdict& v, const resilience::Watc
   return out;
 }
 
-}  // namespace
+// The causes for STATUS=, the timed-out backends named: "timeout_rate on 10.0.0.1:80, ...".
+std::string WatchdogThread::causes_text(const resilience::WatchdogVerdict& v) const {
+  std::string out = v.causes.to_string();
+  if (!v.causes.has(resilience::WatchdogCause::timeout_rate)) return out;
+  const std::string names = timed_out_names(kNamedInStatus, false);
+  const std::string_view label = resilience::kWatchdogCauseLabels[static_cast<std::size_t>(
+      resilience::WatchdogCause::timeout_rate)];
+  return out.insert(out.find(label) + label.size(), " on " + names);
+}
+
+// The backends that timed out in the last window: "10.0.0.1:80 (18 of 20), ..." (`counts`) or
+// "10.0.0.1:80, ...", at most `at_most` of them, then how many more.
+std::string WatchdogThread::timed_out_names(std::size_t at_most, bool counts) const {
+  std::string out;
+  std::size_t named = 0;
+  std::size_t more = 0;
+  for (std::size_t i = 0; i < windows_.size(); ++i) {
+    if (!decisions_->timed_out(windows_[i])) continue;
+    if (named == at_most) {
+      ++more;
+      continue;
+    }
+    if (named++ != 0) out += ", ";
+    out += addresses_[i];
+    if (counts) out += fmt::format(" ({} of {})", windows_[i].timeouts, windows_[i].settled);
+  }
+  if (more != 0) out += fmt::format(" and {} more", more);
+  return out;
+}
 
 WatchdogThread::WatchdogThread(std::vector<proxy::Reactor*> reactors, PressureSource pressure,
                                const Notifier& notifier, const Clock& clock)
@@ -113,11 +159,18 @@ WatchdogThread::~WatchdogThread() {
   stop();
 }
 
-void WatchdogThread::configure(const resilience::WatchdogParams& params) {
+void WatchdogThread::configure(const resilience::WatchdogParams& params,
+                               const proxy::Snapshot& active) {
   if (stopped_) return;
+  Pending next{.params = params, .backends = {}};
+  if (params.enabled) {
+    for (const auto& up : active.upstreams) {
+      next.backends.insert(next.backends.end(), up->backends.begin(), up->backends.end());
+    }
+  }
   {
     const std::lock_guard lock(mutex_);
-    pending_ = params;
+    pending_ = std::move(next);
   }
   wake_.notify_all();
   if (thread_.joinable() || (!params.enabled && systemd_interval_.count() == 0)) return;
@@ -156,10 +209,10 @@ void WatchdogThread::run() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     if (pending_) {
-      const resilience::WatchdogParams params = std::move(*pending_);
+      Pending pending = std::move(*pending_);
       pending_.reset();
       lock.unlock();
-      apply(params, clock_.now());
+      apply(std::move(pending), clock_.now());
       lock.lock();
       continue;
     }
@@ -176,11 +229,14 @@ void WatchdogThread::run() {
   }
 }
 
-void WatchdogThread::apply(const resilience::WatchdogParams& params, Clock::time_point now) {
+void WatchdogThread::apply(Pending pending, Clock::time_point now) {
+  const resilience::WatchdogParams& params = pending.params;
   const bool was_enabled = decisions_ && params_.enabled;
   const bool new_interval = params.check_interval != params_.check_interval;
+  const bool could_time_out = was_enabled && addresses_.size() >= params_.min_timeout_spread;
   params_ = params;
   if (!decisions_) decisions_.emplace(params, clock_);
+  watch(std::move(pending.backends));  // none while disabled
   if (!params.enabled) {
     if (decisions_->draining()) end_drain("the watchdog was turned off");
     decisions_->reset();
@@ -189,18 +245,52 @@ void WatchdogThread::apply(const resilience::WatchdogParams& params, Clock::time
   }
   if (decisions_->set_params(params)) end_drain("restart_command was removed");
   if (!was_enabled || new_interval) {  // a window starts now
-    window_start_ = totals();
+    start_window();
     next_check_ = now + params.check_interval;
   }
   if (!was_enabled) {
     spdlog::info(
         "watchdog: checking every {} ms (poll_stall_timeout {} ms, timeouts >= {}% of >= {} "
-        "requests, in flight >= {}% of the ceiling; acts after {} unhealthy checks: {})",
+        "attempts on each of >= {} backends, in flight >= {}% of the ceiling; acts after {} "
+        "unhealthy checks: {})",
         params.check_interval.count(), params.poll_stall_timeout.count(),
         params.timeout_error_rate_percent, params.min_requests_per_window,
-        params.overload_inflight_percent, params.unhealthy_consecutive_windows,
+        params.min_timeout_spread, params.overload_inflight_percent,
+        params.unhealthy_consecutive_windows,
         params.restart_command.empty() ? "reports only, no restart_command" : "drains, restarts");
   }
+  if (addresses_.size() < params.min_timeout_spread && (could_time_out || !was_enabled)) {
+    spdlog::info(
+        "watchdog: timeout_rate cannot hold: the upstreams have {} distinct backend "
+        "address(es), fewer than min_timeout_spread = {} (timeouts on one backend are that "
+        "backend's problem; set min_timeout_spread = 1 to judge a lone backend all the same)",
+        addresses_.size(), params.min_timeout_spread);
+  }
+}
+
+// Follows `backends` from now on: one that was followed already keeps its window's start, a
+// new one starts its window now. Several pools' backends at one address are one address.
+void WatchdogThread::watch(std::vector<std::shared_ptr<const proxy::Backend>> backends) {
+  std::unordered_map<const proxy::Backend*, Counts> started;
+  for (const Watched& w : watched_) started.emplace(w.backend.get(), w.start);
+  std::unordered_set<const proxy::Backend*> seen;
+  std::map<boost::asio::ip::tcp::endpoint, std::size_t> index;
+  std::vector<Watched> next;
+  addresses_.clear();
+  for (std::shared_ptr<const proxy::Backend>& b : backends) {
+    if (!seen.insert(b.get()).second) continue;
+    const auto [at, added] = index.try_emplace(b->endpoint, addresses_.size());
+    if (added) addresses_.push_back(b->address.text);
+    const auto was = started.find(b.get());
+    const Counts start = was != started.end() ? was->second : counts_of(*b);
+    next.push_back(Watched{.backend = std::move(b), .address = at->second, .start = start});
+  }
+  watched_ = std::move(next);
+  windows_.assign(addresses_.size(), {});
+}
+
+void WatchdogThread::start_window() {
+  for (Watched& w : watched_) w.start = counts_of(*w.backend);
 }
 
 Clock::duration WatchdogThread::period() const {
@@ -227,29 +317,45 @@ void WatchdogThread::ping_all(Clock::time_point now) {
   }
 }
 
-WatchdogThread::Totals WatchdogThread::totals() const {
-  Totals t;
-  for (const proxy::Reactor* r : reactors_) {
-    const ReactorMetrics& m = r->metrics();
-    for (std::size_t slot = ReactorMetrics::kUnroutedSlot + 1; slot < m.slots(); ++slot) {
-      for (std::size_t c = 0; c < kStatusClasses; ++c) t.settled += m.requests(slot, c).value();
+// An attempt ends with a final response head (responses) or a failure (failures); one cut
+// after its head counts under both, which only ever lowers its backend's timeout share. Each
+// counter is read once, so the timeouts are among the attempts counted, in every window.
+WatchdogThread::Counts WatchdogThread::counts_of(const proxy::Backend& b) {
+  Counts c;
+  for (unsigned r = 0; r < b.reactors; ++r) {
+    const proxy::Backend::Stats& s = b.stats[r];
+    for (const Counter& n : s.responses) c.settled += n.value();
+    for (std::size_t k = 0; k < s.failures.size(); ++k) {
+      const uint64_t n = s.failures[k].value();
+      c.settled += n;
+      if (k == kConnectTimeout || k == kResponseTimeout) c.timeouts += n;
     }
-    t.timeouts += m.responses_generated(Reason::upstream_timeout).value() +
-                  m.responses_generated(Reason::upstream_connect_timeout).value();
-    t.awaiting += static_cast<uint64_t>(std::max<int64_t>(0, m.awaiting_backend.value()));
   }
-  return t;
+  return c;
+}
+
+uint64_t WatchdogThread::awaiting() const {
+  uint64_t n = 0;
+  for (const proxy::Reactor* r : reactors_) {
+    n += static_cast<uint64_t>(std::max<int64_t>(0, r->metrics().awaiting_backend.value()));
+  }
+  return n;
 }
 
 void WatchdogThread::judge(Clock::time_point now) {
-  const Totals t = totals();
+  std::fill(windows_.begin(), windows_.end(), resilience::WatchdogBackendWindow{});
+  for (Watched& w : watched_) {
+    const Counts c = counts_of(*w.backend);
+    resilience::WatchdogBackendWindow& window = windows_[w.address];
+    window.settled += c.settled - w.start.settled;
+    window.timeouts += c.timeouts - w.start.timeouts;
+    w.start = c;
+  }
   const Pressure pressure = pressure_ ? pressure_() : Pressure{};
   const resilience::WatchdogObservation o{.unanswered = unanswered_,
-                                          .settled = t.settled - window_start_.settled,
-                                          .timeouts = t.timeouts - window_start_.timeouts,
-                                          .in_flight = pressure.ceiling != 0 ? t.awaiting : 0,
+                                          .backends = windows_,
+                                          .in_flight = pressure.ceiling != 0 ? awaiting() : 0,
                                           .ceiling = pressure.ceiling};
-  window_start_ = t;
   next_check_ += params_.check_interval;
   if (next_check_ <= now) next_check_ = now + params_.check_interval;
   const resilience::WatchdogVerdict v = decisions_->observe(o);
@@ -261,8 +367,8 @@ void WatchdogThread::judge(Clock::time_point now) {
   // One line when a streak begins, none for the windows of an episode already reported.
   if (v.consecutive == 1 && v.action == resilience::WatchdogAction::none &&
       !decisions_->draining() && !reported_) {
-    spdlog::info("watchdog: unhealthy check ({}); it acts after {} in a row",
-                 details(v, o, params_), params_.unhealthy_consecutive_windows);
+    spdlog::info("watchdog: unhealthy check ({}); it acts after {} in a row", details(v, o),
+                 params_.unhealthy_consecutive_windows);
   }
   if (v.causes.empty() && reported_) {
     reported_ = false;
@@ -279,7 +385,7 @@ void WatchdogThread::judge(Clock::time_point now) {
       spdlog::warn(
           "watchdog: {} unhealthy checks in a row ({}): draining; restart_command runs "
           "in {} ms",
-          v.consecutive, details(v, o, params_), params_.drain_grace.count());
+          v.consecutive, details(v, o), params_.drain_grace.count());
       begin_drain(v);
       break;
     case resilience::WatchdogAction::restart:
@@ -293,19 +399,18 @@ void WatchdogThread::report(const resilience::WatchdogVerdict& v,
   counters_.reports.fetch_add(1, std::memory_order_relaxed);
   if (reported_) return;  // the same episode: said once, until a healthy window ends it
   reported_ = true;
-  spdlog::warn("watchdog: {} unhealthy checks in a row ({}); {}", v.consecutive,
-               details(v, o, params_),
+  spdlog::warn("watchdog: {} unhealthy checks in a row ({}); {}", v.consecutive, details(v, o),
                params_.restart_command.empty()
                    ? "no restart_command: reporting only"
                    : "restart_command ran less than restart_cooldown ago: reporting only");
-  notifier_.status("serving; watchdog: unhealthy (" + v.causes.to_string() + "), reporting only");
+  notifier_.status("serving; watchdog: unhealthy (" + causes_text(v) + "), reporting only");
 }
 
 void WatchdogThread::begin_drain(const resilience::WatchdogVerdict& v) {
   drain_causes_.store(v.causes.bits(), std::memory_order_release);
   for (proxy::Reactor* r : reactors_) r->pause_accepting(true);
   counters_.drains.fetch_add(1, std::memory_order_relaxed);
-  notifier_.status("draining: watchdog (" + v.causes.to_string() + "); restart_command in " +
+  notifier_.status("draining: watchdog (" + causes_text(v) + "); restart_command in " +
                    std::to_string(params_.drain_grace.count()) + " ms");
 }
 

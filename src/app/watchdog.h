@@ -7,14 +7,16 @@
 //     previous one is unanswered, and times how long an unanswered one has waited. An idle
 //     reactor, blocked in the kernel, answers at once (the ping wakes it); only a loop that
 //     does not turn leaves a ping waiting. No allocation per ping on either side;
-//   - at the end of each check_interval (when [resilience.watchdog] is enabled): the requests
-//     settled on an upstream in the window and the upstream timeouts among them (the reactors'
-//     metrics shards, summed as /metrics sums them: floodgate_requests_total with a non-empty
-//     upstream label, and floodgate_responses_generated_total for upstream_timeout and
-//     upstream_connect_timeout), and the requests waiting on a backend (sent whole, no
-//     response head yet: ReactorMetrics::awaiting_backend) against the ceiling (a
-//     PressureSource). A request waiting on its client (a slow upload, a slow reader) is no
-//     sign of a wedged process and is not counted.
+//   - at the end of each check_interval (when [resilience.watchdog] is enabled): per distinct
+//     backend address of the active generation, the attempts at it that ended in the window
+//     and the connect and response timeouts among them (each Backend's per-reactor Stats,
+//     summed as /metrics sums them: floodgate_backend_responses_total and
+//     floodgate_backend_failures_total; a backend that several pools list is one address), and
+//     the requests waiting on a backend (sent whole, no response head yet:
+//     ReactorMetrics::awaiting_backend) against the ceiling (a PressureSource). A request
+//     waiting on its client (a slow upload, a slow reader) is no sign of a wedged process and
+//     is not counted. The request path writes these counters anyway; this thread only reads
+//     them (relaxed loads), so judging costs the reactors nothing.
 // The window goes to resilience::Watchdog, which decides; this class acts:
 //   - drain: every reactor stops accepting (Reactor::pause_accepting: the listeners refuse new
 //     connections, established ones and requests in flight carry on), /healthz answers 503
@@ -33,8 +35,9 @@
 //
 // Thread-safety: construct, configure() and stop() on the main thread; drain_causes() and
 // render_metrics() from any thread (atomics). The reactors, the PressureSource's targets and
-// the Notifier must outlive stop(); the destructor stops. stop() is final (the shutdown drain
-// calls it, so a reactor that ended its loop is never taken for a stalled one).
+// the Notifier must outlive stop(); the destructor stops. The backends of the generation last
+// configured are kept alive (shared_ptr) until the next configure(). stop() is final (the shutdown
+// drain calls it, so a reactor that ended its loop is never taken for a stalled one).
 #pragma once
 
 #include <sys/types.h>
@@ -45,6 +48,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -54,6 +58,7 @@
 #include "floodgate/core/clock.h"
 #include "floodgate/metrics/prometheus.h"
 #include "floodgate/proxy/reactor.h"
+#include "floodgate/proxy/snapshot.h"
 #include "floodgate/resilience/params.h"
 #include "floodgate/resilience/watchdog.h"
 #include "notify.h"
@@ -76,10 +81,11 @@ class WatchdogThread {
   WatchdogThread(const WatchdogThread&) = delete;
   WatchdogThread& operator=(const WatchdogThread&) = delete;
 
-  // The active generation's [resilience.watchdog] (start, reload, rollback). Starts the thread
-  // the first time it is needed (enabled, or systemd expects keep-alives); the thread takes the
-  // new parameters at once. Turning the watchdog off ends a drain in progress.
-  void configure(const resilience::WatchdogParams& params);
+  // The active generation's [resilience.watchdog] and backends (start, reload, rollback).
+  // Starts the thread the first time it is needed (enabled, or systemd expects keep-alives);
+  // the thread takes the new parameters at once. Turning the watchdog off ends a drain in
+  // progress. A backend the previous generation had too keeps its window's counts.
+  void configure(const resilience::WatchdogParams& params, const proxy::Snapshot& active);
   // Ends the thread (it wakes at once; joins). No drain, restart or keep-alive after it.
   void stop();
 
@@ -100,20 +106,38 @@ class WatchdogThread {
     std::atomic<uint64_t> restarts{0};
     std::atomic<uint64_t> restart_failures{0};
   };
-  struct Totals {
+  // What configure() hands the thread.
+  struct Pending {
+    resilience::WatchdogParams params;
+    std::vector<std::shared_ptr<const proxy::Backend>> backends;  // none while disabled
+  };
+  // One backend's attempts that ended, ever, and the timeouts among them.
+  struct Counts {
     uint64_t settled = 0;
     uint64_t timeouts = 0;
-    uint64_t awaiting = 0;  // now, not a count since start: requests waiting on a backend
+  };
+  // A backend of the configured generation, as this thread follows it.
+  struct Watched {
+    std::shared_ptr<const proxy::Backend> backend;
+    std::size_t address = 0;  // index into addresses_ and windows_
+    Counts start;             // its counts when this window began
   };
 
   void run();
-  void apply(const resilience::WatchdogParams& params, Clock::time_point now);
+  void apply(Pending pending, Clock::time_point now);
+  void watch(std::vector<std::shared_ptr<const proxy::Backend>> backends);
+  void start_window();
   void tick(Clock::time_point now);
   void ping_all(Clock::time_point now);
   void judge(Clock::time_point now);
   void keep_alive(Clock::time_point now);
-  Totals totals() const;
+  static Counts counts_of(const proxy::Backend& b);
+  uint64_t awaiting() const;
   Clock::duration period() const;
+  std::string details(const resilience::WatchdogVerdict& v,
+                      const resilience::WatchdogObservation& o) const;
+  std::string causes_text(const resilience::WatchdogVerdict& v) const;
+  std::string timed_out_names(std::size_t at_most, bool counts) const;
   void begin_drain(const resilience::WatchdogVerdict& v);
   void end_drain(const std::string& why);
   void report(const resilience::WatchdogVerdict& v, const resilience::WatchdogObservation& o);
@@ -129,9 +153,9 @@ class WatchdogThread {
   // The main thread hands parameters and the stop to the thread under the mutex.
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::optional<resilience::WatchdogParams> pending_;  // guarded by mutex_
-  bool stopping_ = false;                              // guarded by mutex_
-  bool stopped_ = false;                               // main thread: stop() ran
+  std::optional<Pending> pending_;  // guarded by mutex_
+  bool stopping_ = false;           // guarded by mutex_
+  bool stopped_ = false;            // main thread: stop() ran
   std::thread thread_;
 
   // The thread's own state (before start and after join: the main thread's).
@@ -139,8 +163,10 @@ class WatchdogThread {
   std::optional<resilience::Watchdog> decisions_;
   std::vector<Clock::time_point> ping_sent_;  // per reactor: its last ping
   std::vector<Clock::duration> unanswered_;   // per reactor: how long it has waited
-  Totals window_start_;                       // the counts when this window began
-  Clock::time_point next_check_{};            // the end of this window
+  std::vector<Watched> watched_;              // the backends (empty while disabled)
+  std::vector<std::string> addresses_;        // per distinct address: its text, for the log
+  std::vector<resilience::WatchdogBackendWindow> windows_;  // per address: the last window's
+  Clock::time_point next_check_{};                          // the end of this window
   Clock::time_point next_keep_alive_{};
   bool withheld_ = false;        // a keep-alive is being withheld for a stalled reactor
   bool reported_ = false;        // an unhealthy episode was reported; a healthy window ends it

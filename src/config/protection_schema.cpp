@@ -215,8 +215,8 @@ void warn_zero_percentages(TableReader& r, const resilience::WatchdogParams& p, 
       "checks whatever its health; use the share that means trouble, e.g. ";
   if (timeout_ok && p.timeout_error_rate_percent == 0) {
     r.warning("timeout_error_rate_percent",
-              "timeout_error_rate_percent = 0 makes every check with at least "
-              "min_requests_per_window requests unhealthy, timeouts or not" +
+              "timeout_error_rate_percent = 0 makes every check in which min_timeout_spread "
+              "backends had min_requests_per_window attempts each unhealthy, timeouts or not" +
                   after + "timeout_error_rate_percent = 60");
   }
   if (overload_ok && p.overload_inflight_percent == 0) {
@@ -290,6 +290,7 @@ void read_watchdog(TableReader& r, resilience::WatchdogParams& p, ProtectionMark
   const bool timeout_ok =
       r.integer("timeout_error_rate_percent", 0, 100, p.timeout_error_rate_percent);
   r.integer("min_requests_per_window", 1, kMaxCount, p.min_requests_per_window);
+  r.integer("min_timeout_spread", 1, kMaxCount, p.min_timeout_spread);
   const bool overload_ok =
       r.integer("overload_inflight_percent", 0, 100, p.overload_inflight_percent);
   r.integer("unhealthy_consecutive_windows", 1, kMaxCount, p.unhealthy_consecutive_windows);

@@ -213,6 +213,7 @@ constexpr auto kKeyHomes = std::to_array<KeyHome>({
     {"poll_stall_timeout", kWatchdog},
     {"timeout_error_rate_percent", kWatchdog},
     {"min_requests_per_window", kWatchdog},
+    {"min_timeout_spread", kWatchdog},
     {"overload_inflight_percent", kWatchdog},
     {"unhealthy_consecutive_windows", kWatchdog},
     {"drain_grace", kWatchdog},

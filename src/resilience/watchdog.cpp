@@ -16,19 +16,26 @@ std::string WatchdogCauses::to_string() const {
 Watchdog::Watchdog(const WatchdogParams& params, const Clock& clock)
     : params_(params), clock_(clock) {}
 
-WatchdogCauses Watchdog::classify(const WatchdogObservation& o,
-                                  std::optional<std::size_t>* stalled) const noexcept {
+bool Watchdog::timed_out(const WatchdogBackendWindow& b) const noexcept {
+  // Percentages are at most 100 and counts of one window far below 2^57: no overflow.
+  return b.settled >= params_.min_requests_per_window &&
+         b.timeouts * 100 >= uint64_t{params_.timeout_error_rate_percent} * b.settled;
+}
+
+WatchdogCauses Watchdog::classify(const WatchdogObservation& o, std::optional<std::size_t>* stalled,
+                                  uint32_t* timed_out_backends) const noexcept {
   WatchdogCauses causes;
   for (std::size_t i = 0; i < o.unanswered.size(); ++i) {
     if (o.unanswered[i] < params_.poll_stall_timeout) continue;
     if (stalled != nullptr && !causes.has(WatchdogCause::poll_stall)) *stalled = i;
     causes.add(WatchdogCause::poll_stall);
   }
-  // Percentages are at most 100 and counts of one window far below 2^57: no overflow.
-  if (o.settled >= params_.min_requests_per_window &&
-      o.timeouts * 100 >= uint64_t{params_.timeout_error_rate_percent} * o.settled) {
-    causes.add(WatchdogCause::timeout_rate);
+  uint32_t spread = 0;
+  for (const WatchdogBackendWindow& b : o.backends) {
+    if (timed_out(b)) ++spread;
   }
+  if (timed_out_backends != nullptr) *timed_out_backends = spread;
+  if (spread >= params_.min_timeout_spread) causes.add(WatchdogCause::timeout_rate);
   if (o.ceiling > 0 &&
       o.in_flight * 100 >= uint64_t{params_.overload_inflight_percent} * o.ceiling) {
     causes.add(WatchdogCause::overload);
@@ -39,7 +46,7 @@ WatchdogCauses Watchdog::classify(const WatchdogObservation& o,
 WatchdogVerdict Watchdog::observe(const WatchdogObservation& o) {
   const Clock::time_point now = clock_.now();
   WatchdogVerdict v;
-  v.causes = classify(o, &v.stalled_reactor);
+  v.causes = classify(o, &v.stalled_reactor, &v.timed_out_backends);
   consecutive_ = v.causes.empty() ? 0 : consecutive_ + 1;
   v.consecutive = consecutive_;
   if (drain_started_) {  // committed: only the grace decides

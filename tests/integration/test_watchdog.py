@@ -4,7 +4,9 @@ with FLOODGATE_FAULT_HOOKS=ON make beside floodgate)
 makes floodgate drain (/healthz 503, new connections refused), then run restart_command once
 with its arguments as configured (no shell), then serve again; without restart_command it only
 reports; under systemd with WATCHDOG_USEC it withholds WATCHDOG=1 while a reactor is stalled;
-`floodgate check` refuses restart_hook. Every wait polls with a deadline."""
+`floodgate check` refuses restart_hook. Its timeout_rate cause needs timeouts on
+min_timeout_spread backends at once: one slow endpoint on one backend is not a wedged floodgate,
+timeouts on two backends are. Every wait polls with a deadline."""
 
 import json
 import os
@@ -16,8 +18,10 @@ import time
 import unittest
 from unittest import mock
 
-from harness import (Conn, Floodgate, OwnFloodgateTestCase, floodgate_bin, floodgate_faults_bin,
-                     poll, refuses_connections, upstream)
+from backend import Backend
+from harness import (NO_BREAKER, Conn, Floodgate, OwnFloodgateTestCase, build_request,
+                     floodgate_bin, floodgate_faults_bin, poll, refuses_connections, route,
+                     upstream)
 from test_systemd import NotifySocket
 
 # Short windows so that a test takes a few seconds: a stall is seen after poll_stall_timeout
@@ -55,6 +59,18 @@ def text_of(path):
         return ""
 
 
+def recorder(tmp):
+    """An executable in `tmp` that appends its arguments, one per line, then a line "--", to a
+    file; returns (its path, the file's path)."""
+    script = os.path.join(tmp, "restart.sh")
+    record = os.path.join(tmp, "calls.txt")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nfor a in \"$@\"; do printf '%%s\\n' \"$a\"; done >> %s\n"
+                "echo -- >> %s\n" % (record, record))
+    os.chmod(script, stat.S_IRWXU)
+    return script, record
+
+
 class Watchdog(OwnFloodgateTestCase):
     """Each test runs its own floodgate (self.fg)."""
 
@@ -83,15 +99,7 @@ class Watchdog(OwnFloodgateTestCase):
         return time.monotonic()
 
     def recorder(self):
-        """An executable that appends its arguments, one per line, then a line "--", to a file;
-        returns (its path, the file's path)."""
-        script = os.path.join(self.tmp, "restart.sh")
-        record = os.path.join(self.tmp, "calls.txt")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\nfor a in \"$@\"; do printf '%%s\\n' \"$a\"; done >> %s\n"
-                    "echo -- >> %s\n" % (record, record))
-        os.chmod(script, stat.S_IRWXU)
-        return script, record
+        return recorder(self.tmp)
 
     def metric(self, name, **labels):
         return self.fg.metrics().value(name, **labels)
@@ -203,6 +211,117 @@ class Watchdog(OwnFloodgateTestCase):
                                 timeout=30)
         self.assertNotIn(b"fault hooks", plain.stdout)
         self.assertIn(b"test fault hooks", faults.stdout)
+
+
+class TimeoutRate(OwnFloodgateTestCase):
+    """timeout_rate holds only when upstream timeouts spread over min_timeout_spread (2)
+    backends at once. nginx (max_fails / fail_timeout) and HAProxy (observe layer7, on-error)
+    judge upstream timeouts per server and take at most that server out of rotation; neither
+    restarts itself over them. floodgate's watchdog judged every request of a window together,
+    so 40 requests to one endpoint slower than response_timeout on one backend, while the other
+    backend and routes were healthy, made it drain, refuse every connection and run
+    restart_command: a restart that cures nothing, since the slow backend stays slow."""
+
+    WATCHDOG = {"enabled": True, "check_interval": "200ms", "timeout_error_rate_percent": 50,
+                "min_requests_per_window": 10, "unhealthy_consecutive_windows": 1,
+                "drain_grace": "1s", "restart_cooldown": "60s"}
+    SLOW = 40  # requests in each burst to the slow endpoint, all at once
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.b = Backend("b").start()
+        cls.backends = [cls.a, cls.b]
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="floodgate-watchdog-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def tearDown(self):
+        if self.fg is not None:
+            rc = self.fg.stop()
+            self.fg.cleanup()
+            self.assertEqual(rc, 0, "floodgate exited with %r after SIGTERM" % rc)
+
+    def start(self, slow_backends):
+        """floodgate with pool "app" over both backends (every route but one) and pool "reports"
+        over `slow_backends` with a response_timeout of 300 ms (host reports.test); a
+        restart_command that records its runs."""
+        self.script, self.record = recorder(self.tmp)
+        resilience = dict(NO_BREAKER, watchdog=dict(self.WATCHDOG, restart_command=[self.script]),
+                          inflight={"max_inflight": 0},
+                          adaptive_admission={"enabled": False})
+        self.launch(Floodgate(
+            upstreams=[upstream("app", [self.a, self.b]),
+                       upstream("reports", slow_backends, response_timeout="300ms")],
+            routes=[route("reports", host="reports.test"), route("app")], workers=2,
+            server={"drain_timeout": "1s"}, resilience=resilience))
+
+    def burst(self, healthy=10):
+        """SLOW requests at once to the slow endpoint (each times out), and meanwhile `healthy`
+        requests to pool "app"; returns the slow requests' statuses (None: no answer, e.g.
+        refused during a drain)."""
+        conns = []
+        try:
+            for i in range(self.SLOW):
+                try:
+                    c = Conn(self.fg.port)
+                    c.send(build_request("GET", "/slow-head?ms=1500&i=%d" % i,
+                                         host="reports.test"))
+                    conns.append(c)
+                except OSError:
+                    conns.append(None)
+            for i in range(healthy):
+                self.assertEqual(self.fg.get("/echo?healthy=%d" % i).status, 200)
+            statuses = []
+            for c in conns:
+                try:
+                    statuses.append(c.read_response().status if c is not None else None)
+                except (OSError, AssertionError):
+                    statuses.append(None)
+            return statuses
+        finally:
+            for c in conns:
+                if c is not None:
+                    c.close()
+
+    def metric(self, name, **labels):
+        return self.fg.metrics().value(name, **labels)
+
+    def test_one_slow_endpoint_on_one_backend_is_not_a_wedged_process(self):
+        self.start([self.a])
+        for _ in range(3):
+            self.assertEqual(self.burst(), [504] * self.SLOW)
+        # The windows of the last burst and four more are judged within a second.
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            self.assertEqual(self.metric("floodgate_watchdog_unhealthy_windows_total",
+                                         cause="timeout_rate"), 0)
+            time.sleep(0.05)
+        self.assertGreaterEqual(
+            self.metric("floodgate_backend_failures_total", upstream="reports",
+                        backend=self.a.address, reason="upstream_timeout"), 3 * self.SLOW)
+        m = self.fg.metrics()
+        self.assertEqual(m.value("floodgate_watchdog_drains_total"), 0)
+        self.assertEqual(m.value("floodgate_watchdog_draining"), 0)
+        self.assertEqual(healthz(self.fg)[0], 200)
+        self.assertEqual(self.fg.get("/echo").status, 200)
+        self.assertEqual(text_of(self.record), "", "restart_command ran")
+
+    def test_timeouts_on_two_backends_at_once_still_drain_and_restart(self):
+        self.start([self.a, self.b])
+
+        def drained():
+            self.burst(healthy=0)
+            return self.metric("floodgate_watchdog_drains_total") >= 1
+
+        poll(drained, timeout=30, what="a drain for timeouts on both backends")
+        self.assertGreaterEqual(self.metric("floodgate_watchdog_unhealthy_windows_total",
+                                            cause="timeout_rate"), 1)
+        poll(lambda: text_of(self.record) == "--\n", what="restart_command to run once")
+        poll(lambda: healthz(self.fg)[0] == 200, what="/healthz 200 once restart_command ran")
+        self.assertEqual(self.fg.get("/echo").status, 200)
 
 
 if __name__ == "__main__":

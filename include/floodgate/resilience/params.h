@@ -173,16 +173,17 @@ struct RouteQueueParams {
 };
 
 // [resilience.watchdog]: a thread that judges each `check_interval` (a reactor stalled for
-// `poll_stall_timeout`, a high upstream timeout share, in-flight near the ceiling) and, after
-// `unhealthy_consecutive_windows` unhealthy windows, drains for `drain_grace` and runs
-// `restart_command` at most once per `restart_cooldown` (issue 14). It refuses no request, so
-// it has no mode. Configuration only so far.
+// `poll_stall_timeout`, a high upstream timeout share on `min_timeout_spread` backends at once,
+// requests waiting on backends near the ceiling) and, after `unhealthy_consecutive_windows`
+// unhealthy windows, drains for `drain_grace` and runs `restart_command` at most once per
+// `restart_cooldown` (issue 14). It refuses no request, so it has no mode.
 struct WatchdogParams {
   bool enabled = false;
   std::chrono::milliseconds check_interval{1'000};      // > 0
   std::chrono::milliseconds poll_stall_timeout{5'000};  // > 0
   uint32_t timeout_error_rate_percent = 60;             // 0..100
-  uint32_t min_requests_per_window = 20;                // > 0
+  uint32_t min_requests_per_window = 20;                // > 0: per backend
+  uint32_t min_timeout_spread = 2;                      // > 0: backends timing out at once
   uint32_t overload_inflight_percent = 95;              // 0..100
   uint32_t unhealthy_consecutive_windows = 3;           // > 0
   std::chrono::milliseconds drain_grace{8'000};         // >= server.drain_timeout when enabled

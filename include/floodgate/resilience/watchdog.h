@@ -7,8 +7,16 @@
 // A window is unhealthy for one or more causes:
 //   - poll_stall: some reactor has left its heartbeat ping unanswered for at least
 //     poll_stall_timeout (its loop has not turned; an idle reactor answers at once);
-//   - timeout_rate: at least min_requests_per_window requests settled in the window and at
-//     least timeout_error_rate_percent of them were answered for an upstream timeout;
+//   - timeout_rate: upstream timeouts on at least min_timeout_spread distinct backends at once:
+//     a backend *timed out* in the window when at least min_requests_per_window of its attempts
+//     ended in it and at least timeout_error_rate_percent of those were connect or response
+//     timeouts. A wedged process times out on every backend it talks to; one slow backend, or
+//     one slow URL that only one backend serves, times out on one, and is the backend's
+//     problem, which a restart of floodgate does not cure (issue 35). (A URL slow on every
+//     backend of its pool does spread; only each backend's rate, which its other requests
+//     dilute, tells it from a wedge.) So a deployment with fewer distinct backends than
+//     min_timeout_spread never has this cause: the operator sets 1 to judge a lone backend,
+//     accepting that its slowness then reads as floodgate's;
 //   - overload: a ceiling is set (non-zero) and in-flight is at least overload_inflight_percent
 //     of it.
 // The comparisons are the configuration's, literally (`check` warns about 0%, which makes every
@@ -84,13 +92,20 @@ class WatchdogCauses {
   uint8_t bits_ = 0;
 };
 
+// One backend's attempts that ended in a window.
+struct WatchdogBackendWindow {
+  uint64_t settled = 0;   // attempts that ended: response heads and failures
+  uint64_t timeouts = 0;  // of those, connect or response timeouts (at most `settled`)
+};
+
 // What the watchdog thread saw over one window.
 struct WatchdogObservation {
   // Per reactor: how long its latest heartbeat ping has been waiting for an answer (zero when
   // it was answered). Read during observe() only.
   std::span<const Clock::duration> unanswered;
-  uint64_t settled = 0;   // requests that ended in the window
-  uint64_t timeouts = 0;  // of those, the ones answered for an upstream timeout
+  // Per distinct backend (one address, however many pools list it), in any order. Read during
+  // observe() only.
+  std::span<const WatchdogBackendWindow> backends;
   uint64_t in_flight = 0;
   uint64_t ceiling = 0;  // the admission ceiling in force; 0 = none (no overload cause)
 };
@@ -103,6 +118,8 @@ struct WatchdogVerdict {
   WatchdogAction action = WatchdogAction::none;
   // The first reactor found stalled (poll_stall), for the log.
   std::optional<std::size_t> stalled_reactor;
+  // The backends that timed out (timed_out()), whether or not enough for timeout_rate.
+  uint32_t timed_out_backends = 0;
 };
 
 class Watchdog {
@@ -113,9 +130,14 @@ class Watchdog {
   // The window that just ended (call once per check_interval).
   WatchdogVerdict observe(const WatchdogObservation& o);
 
-  // The window's causes alone, by the current thresholds (no state changes).
+  // The window's causes alone, by the current thresholds (no state changes). `stalled` and
+  // `timed_out_backends`, when given, receive what the verdict's fields of those names say.
   WatchdogCauses classify(const WatchdogObservation& o,
-                          std::optional<std::size_t>* stalled = nullptr) const noexcept;
+                          std::optional<std::size_t>* stalled = nullptr,
+                          uint32_t* timed_out_backends = nullptr) const noexcept;
+  // Whether one backend timed out in its window, by the current thresholds (see the header
+  // comment): what timeout_rate counts, and what the log names.
+  bool timed_out(const WatchdogBackendWindow& b) const noexcept;
 
   // New thresholds from the next window on; the state stays (see the header comment), except
   // that a drain in progress ends when the new parameters have no restart_command (nothing

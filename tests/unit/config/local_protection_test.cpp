@@ -84,6 +84,7 @@ TEST(ConfigLocalProtection, DefaultsToTheIssuesValuesWhenTheTablesAreAbsent) {
   EXPECT_EQ(p.watchdog.poll_stall_timeout, 5s);
   EXPECT_EQ(p.watchdog.timeout_error_rate_percent, 60u);
   EXPECT_EQ(p.watchdog.min_requests_per_window, 20u);
+  EXPECT_EQ(p.watchdog.min_timeout_spread, 2u);
   EXPECT_EQ(p.watchdog.overload_inflight_percent, 95u);
   EXPECT_EQ(p.watchdog.unhealthy_consecutive_windows, 3u);
   EXPECT_EQ(p.watchdog.drain_grace, 8s);
@@ -151,7 +152,8 @@ TEST(ConfigLocalProtection, ReadsEveryWatchdogKey) {
   const LoadResult r = load(
       "[server]\ndrain_timeout = \"10s\"\n[resilience.watchdog]\nenabled = true\n"
       "check_interval = \"2s\"\npoll_stall_timeout = \"3s\"\ntimeout_error_rate_percent = 100\n"
-      "min_requests_per_window = 1\noverload_inflight_percent = 50\n"
+      "min_requests_per_window = 1\nmin_timeout_spread = 1\n"
+      "overload_inflight_percent = 50\n"
       "unhealthy_consecutive_windows = 1000000\ndrain_grace = \"10s\"\n"
       "restart_cooldown = \"1h\"\n"
       "restart_command = [\"/usr/bin/systemctl\", \"restart\", \"\", \"restart\"]\n\n" +
@@ -165,6 +167,7 @@ TEST(ConfigLocalProtection, ReadsEveryWatchdogKey) {
                 .poll_stall_timeout = 3s,
                 .timeout_error_rate_percent = 100,
                 .min_requests_per_window = 1,
+                .min_timeout_spread = 1,
                 .overload_inflight_percent = 50,
                 .unhealthy_consecutive_windows = 1'000'000,
                 .drain_grace = 10s,
@@ -392,6 +395,9 @@ INSTANTIATE_TEST_SUITE_P(
         KeyError{"zero_min_requests", kWatchdog, "min_requests_per_window = 0",
                  "test.toml:2:1: error: resilience.watchdog.min_requests_per_window: 0 is out of "
                  "range; use an integer from 1 to 1000000"},
+        KeyError{"zero_spread", kWatchdog, "min_timeout_spread = 0",
+                 "test.toml:2:1: error: resilience.watchdog.min_timeout_spread: 0 is out of "
+                 "range; use an integer from 1 to 1000000"},
         KeyError{"zero_windows", kWatchdog, "unhealthy_consecutive_windows = 0",
                  "test.toml:2:1: error: resilience.watchdog.unhealthy_consecutive_windows: 0 is "
                  "out of range; use an integer from 1 to 1000000"},
@@ -445,8 +451,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "test.toml:2:1: error: resilience.watchdog.restart_comand: unknown key "
                  "'restart_comand' in [resilience.watchdog] (did you mean 'restart_command'?); "
                  "expected one of: enabled, check_interval, poll_stall_timeout, "
-                 "timeout_error_rate_percent, min_requests_per_window, overload_inflight_percent, "
-                 "unhealthy_consecutive_windows, drain_grace, restart_cooldown, restart_command"},
+                 "timeout_error_rate_percent, min_requests_per_window, min_timeout_spread, "
+                 "overload_inflight_percent, unhealthy_consecutive_windows, drain_grace, "
+                 "restart_cooldown, restart_command"},
         KeyError{"no_mode", kWatchdog, "mode = \"shadow\"",
                  "test.toml:2:1: error: resilience.watchdog.mode: unknown key 'mode' in "
                  "[resilience.watchdog]; 'mode' belongs in [resilience.inflight], "
@@ -784,10 +791,11 @@ TEST(ConfigLocalProtection, WarnsThatAZeroPercentMakesEveryWatchdogCheckUnhealth
   ASSERT_TRUE(r.ok()) << dump(r);
   EXPECT_EQ(dump(r),
             "test.toml:5:1: warning: resilience.watchdog.timeout_error_rate_percent: "
-            "timeout_error_rate_percent = 0 makes every check with at least "
-            "min_requests_per_window requests unhealthy, timeouts or not, so floodgate drains "
-            "(and runs restart_command) after unhealthy_consecutive_windows checks whatever its "
-            "health; use the share that means trouble, e.g. timeout_error_rate_percent = 60\n"
+            "timeout_error_rate_percent = 0 makes every check in which min_timeout_spread "
+            "backends had min_requests_per_window attempts each unhealthy, timeouts or not, so "
+            "floodgate drains (and runs restart_command) after unhealthy_consecutive_windows "
+            "checks whatever its health; use the share that means trouble, e.g. "
+            "timeout_error_rate_percent = 60\n"
             "test.toml:6:1: warning: resilience.watchdog.overload_inflight_percent: "
             "overload_inflight_percent = 0 makes every check unhealthy (the in-flight count is "
             "always at least 0% of the ceiling), so floodgate drains (and runs restart_command) "

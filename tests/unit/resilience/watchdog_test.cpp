@@ -1,7 +1,8 @@
 // The watchdog's decisions (resilience::Watchdog) on a ManualClock: each cause and its
-// threshold, min_requests_per_window, consecutive windows and the reset by a healthy one, the
-// drain and the restart after drain_grace, the cooldown, reporting without a command, and
-// reconfiguration. Nothing sleeps: the clock moves one check_interval per window.
+// threshold, min_requests_per_window and min_timeout_spread per backend, consecutive windows and
+// the reset by a healthy one, the drain and the restart after drain_grace, the cooldown,
+// reporting without a command, and reconfiguration. Nothing sleeps: the clock moves one
+// check_interval per window.
 #include "floodgate/resilience/watchdog.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@ WatchdogParams params() {
                         .poll_stall_timeout = 5s,
                         .timeout_error_rate_percent = 60,
                         .min_requests_per_window = 20,
+                        .min_timeout_spread = 2,
                         .overload_inflight_percent = 95,
                         .unhealthy_consecutive_windows = 3,
                         .drain_grace = 8s,
@@ -33,20 +35,17 @@ WatchdogParams params() {
                         .restart_command = {"/usr/bin/true"}};
 }
 
-// Two reactors, both answering, 100 requests without a timeout, no ceiling: healthy.
+// Two reactors, both answering, three backends with 100 attempts each and no timeout, no
+// ceiling: healthy.
 struct Window {
   std::vector<Clock::duration> unanswered{Clock::duration{0}, Clock::duration{0}};
-  uint64_t settled = 100;
-  uint64_t timeouts = 0;
+  std::vector<WatchdogBackendWindow> backends{{100, 0}, {100, 0}, {100, 0}};
   uint64_t in_flight = 0;
   uint64_t ceiling = 0;
 
   WatchdogObservation observation() const {
-    return {.unanswered = unanswered,
-            .settled = settled,
-            .timeouts = timeouts,
-            .in_flight = in_flight,
-            .ceiling = ceiling};
+    return {
+        .unanswered = unanswered, .backends = backends, .in_flight = in_flight, .ceiling = ceiling};
   }
 };
 
@@ -56,6 +55,12 @@ Window healthy() {
 Window stalled() {
   Window w;
   w.unanswered[1] = 5s;
+  return w;
+}
+// Every backend timing out, as a wedged process would.
+Window timing_out() {
+  Window w;
+  for (WatchdogBackendWindow& b : w.backends) b.timeouts = b.settled;
   return w;
 }
 
@@ -107,22 +112,65 @@ TEST(WatchdogClassify, APingUnansweredForLessThanPollStallTimeoutIsNoStall) {
   EXPECT_TRUE(f.causes(w).empty());
 }
 
-TEST(WatchdogClassify, TimeoutsAtTheRateOverEnoughRequestsAreUnhealthy) {
-  Fixture f;
+TEST(WatchdogClassify, TimeoutsAtTheRateOnMinTimeoutSpreadBackendsAreUnhealthy) {
+  Fixture f;  // 60% of at least 20 attempts, on 2 backends
   Window w;
-  w.settled = 20;
-  w.timeouts = 12;  // 60%
+  w.backends = {{20, 12}, {20, 12}, {100, 0}};  // 60% on two of three
   EXPECT_EQ(f.causes(w), only(WatchdogCause::timeout_rate));
-  w.timeouts = 11;  // 55%
+  w.backends[1].timeouts = 11;  // 55%: one backend left
   EXPECT_TRUE(f.causes(w).empty());
 }
 
-TEST(WatchdogClassify, TimeoutsOverFewerThanMinRequestsPerWindowAreNotJudged) {
+TEST(WatchdogClassify, OneSlowBackendIsNotAWedgedProcess) {
   Fixture f;
   Window w;
-  w.settled = 19;
-  w.timeouts = 19;
+  w.backends = {{1000, 1000}, {20, 0}, {20, 0}};
+  const WatchdogVerdict v = f.window(w);
+  EXPECT_TRUE(v.causes.empty());
+  EXPECT_EQ(v.timed_out_backends, 1u);
+}
+
+TEST(WatchdogClassify, TimeoutsOverFewerThanMinRequestsPerWindowDoNotCountTowardTheSpread) {
+  Fixture f;
+  Window w;
+  w.backends = {{19, 19}, {19, 19}, {20, 20}};
   EXPECT_TRUE(f.causes(w).empty());
+  EXPECT_FALSE(f.watchdog.timed_out({19, 19}));
+  EXPECT_TRUE(f.watchdog.timed_out({20, 12}));
+}
+
+TEST(WatchdogClassify, ABackendWithNoAttemptsNeverTimesOut) {
+  WatchdogParams p = params();
+  p.timeout_error_rate_percent = 0;
+  p.min_requests_per_window = 1;
+  Fixture f(p);
+  EXPECT_FALSE(f.watchdog.timed_out({0, 0}));
+  EXPECT_TRUE(f.watchdog.timed_out({1, 0}));  // 0% means any attempt at all
+}
+
+TEST(WatchdogClassify, ALoneBackendIsJudgedOnlyWhenMinTimeoutSpreadIsOne) {
+  Window w;
+  w.backends = {{50, 50}};
+  EXPECT_TRUE(Fixture{}.causes(w).empty());
+  WatchdogParams p = params();
+  p.min_timeout_spread = 1;
+  EXPECT_EQ(Fixture{p}.causes(w), only(WatchdogCause::timeout_rate));
+}
+
+TEST(WatchdogClassify, AWiderSpreadNeedsThatManyBackendsTimingOutAtOnce) {
+  WatchdogParams p = params();
+  p.min_timeout_spread = 3;
+  Fixture f(p);
+  Window w = timing_out();
+  w.backends[2].timeouts = 0;
+  EXPECT_TRUE(f.causes(w).empty());
+  EXPECT_EQ(f.causes(timing_out()), only(WatchdogCause::timeout_rate));
+}
+
+TEST(WatchdogClassify, TheVerdictCountsTheBackendsThatTimedOut) {
+  Fixture f;
+  EXPECT_EQ(f.window(timing_out()).timed_out_backends, 3u);
+  EXPECT_EQ(f.window(healthy()).timed_out_backends, 0u);
 }
 
 TEST(WatchdogClassify, InFlightAtTheOverloadShareOfTheCeilingIsUnhealthy) {
@@ -144,8 +192,8 @@ TEST(WatchdogClassify, WithoutACeilingInFlightIsNeverOverload) {
 
 TEST(WatchdogClassify, AWindowCanHaveEveryCauseAtOnce) {
   Fixture f;
-  Window w = stalled();
-  w.timeouts = 100;
+  Window w = timing_out();
+  w.unanswered[1] = 5s;
   w.ceiling = 10;
   w.in_flight = 10;
   const WatchdogCauses c = f.causes(w);
@@ -178,13 +226,11 @@ TEST(Watchdog, AHealthyWindowStartsTheCountAgain) {
 
 TEST(Watchdog, DifferentCausesInARowAddUp) {
   Fixture f;
-  Window timeouts;
-  timeouts.timeouts = 100;
   Window overload;
   overload.ceiling = 10;
   overload.in_flight = 10;
   f.window(stalled());
-  f.window(timeouts);
+  f.window(timing_out());
   EXPECT_EQ(f.window(overload).action, Action::drain);
 }
 
@@ -287,7 +333,8 @@ TEST(Watchdog, ResetForgetsTheDrainButNotTheCooldown) {
 
 TEST(Watchdog, JudgingAWindowAllocatesNothing) {
   Fixture f;
-  const Window w = stalled();
+  Window w = timing_out();
+  w.unanswered[1] = 5s;
   count_heap_allocations_on_this_thread();
   const uint64_t before = counted_heap_allocations();
   for (int i = 0; i < 30; ++i) f.window(w);
