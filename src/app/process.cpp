@@ -94,6 +94,7 @@ int Process::run() {
   poll_memory();
   sweep_rate_limits();
   rotate_ticket_keys();
+  summarise_shedding();
   // Every listener is up (start()) and signals are caught from here on, so a stop is a
   // drain: tell systemd.
   notifier_.ready(gens_.active().snapshot->generation);
@@ -232,6 +233,35 @@ void Process::poll_trimmed() {
   });
 }
 
+void Process::summarise_shedding() {
+  const auto interval = gens_.active().config.log.shed_summary_interval;
+  const bool on = interval.count() != 0;
+  shed_timer_.expires_after(on ? interval : std::chrono::milliseconds(1000));
+  shed_timer_.async_wait([this, on](const error_code& ec) {
+    if (ec) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<const ReactorMetrics*> shards;
+    for (auto& r : reactors_) shards.push_back(&r->metrics());
+    ShedCounts counts = read_shed_counts(shards, gens_.pool_names().size());
+    const bool still_on = gens_.active().config.log.shed_summary_interval.count() != 0;
+    if (on && still_on) {
+      const auto elapsed =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - shed_read_at_);
+      for (const ShedLine& line : shed_.summarise(counts, elapsed, gens_.pool_names())) {
+        if (line.warning) {
+          spdlog::warn("{}", line.text);
+        } else {
+          spdlog::info("{}", line.text);
+        }
+      }
+    } else {
+      shed_.rebase(std::move(counts));  // turned on or off: counts from here, anew
+    }
+    shed_read_at_ = now;
+    summarise_shedding();
+  });
+}
+
 void Process::sweep_rate_limits() {
   rate_timer_.expires_after(std::chrono::seconds(1));
   rate_timer_.async_wait([this](const error_code& ec) {
@@ -258,6 +288,7 @@ void Process::poll_done() {
     rate_timer_.cancel();
     memory_timer_.cancel();
     ticket_timer_.cancel();
+    shed_timer_.cancel();
     signals_.cancel();
     if (admin_) admin_->close();
     io_.stop();

@@ -33,6 +33,7 @@
 #include "generations.h"
 #include "name_watcher.h"
 #include "notify.h"
+#include "shed_summary.h"
 #include "watchdog.h"
 
 namespace floodgate::app {
@@ -188,6 +189,11 @@ class Process {
   // reclaimed (off the reactors, which only look buckets up and add new ones).
   void sweep_rate_limits();
 
+  // Every log.shed_summary_interval (read anew each time, so a reload applies at the next
+  // tick): the refusals since the last tick in the process log (ShedSummary). Turned off, it
+  // looks once a second whether a reload turned it on. Reads the reactors' counters only.
+  void summarise_shedding();
+
   // Reactors end their threads when their last connection closes; the main loop ends then.
   void poll_done();
 
@@ -211,9 +217,13 @@ class Process {
   asio::steady_timer rate_timer_{io_};
   asio::steady_timer memory_timer_{io_};
   asio::steady_timer ticket_timer_{io_};
+  asio::steady_timer shed_timer_{io_};
   resilience::MeminfoSampler sampler_{gens_.active().config.resilience.memory_guard,
                                       gens_.front().memory, Clock::steady()};
   uint64_t trimmed_seen_ = 0;  // buffer bytes the reactors had given back at the last malloc_trim
+  ShedSummary shed_;
+  // When shed_ last read the counters (the first read counts from start-up, from zero).
+  std::chrono::steady_clock::time_point shed_read_at_ = std::chrono::steady_clock::now();
   std::optional<AdminServer> admin_;
   std::vector<std::unique_ptr<proxy::Reactor>> reactors_;
   health::Checker health_;  // probes the peers of pools with [upstreams.health]

@@ -462,6 +462,13 @@ void read_log(TableReader& r, LogParams& p) {
   r.choice("level", kLogLevels, p.level);
   r.text("access_log", R"(access_log = "stderr")", parse_access_log, p.access_log);
   r.choice("access_log_format", kAccessLogFormats, p.access_log_format);
+  // A summary more often than once a second would be the flood of lines it exists to spare.
+  if (r.duration("shed_summary_interval", Zero::allowed, p.shed_summary_interval) &&
+      p.shed_summary_interval.count() != 0 && p.shed_summary_interval < std::chrono::seconds(1)) {
+    r.error("shed_summary_interval",
+            "must be \"0s\" (no shedding summary) or at least \"1s\", e.g. \"10s\"");
+    p.shed_summary_interval = LogParams{}.shed_summary_interval;
+  }
 }
 
 void read_name(TableReader& r, UpstreamParams& u, Names& names) {

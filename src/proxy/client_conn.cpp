@@ -429,6 +429,7 @@ void ClientConn::log_request() {
   const std::size_t slot = up != nullptr ? ReactorMetrics::slot_for(up->id) : 0;
   const auto elapsed = std::chrono::steady_clock::now() - ex_.started;
   if (outcome.status != 0) reactor_.metrics().count_request(slot, outcome.status, elapsed);
+  reactor_.metrics().refused(slot, outcome.reason);  // the process log's shedding summary
   AccessLog& log = reactor_.access_log();
   if (!log.enabled()) return;
   const bool parsed = parser_.head_end() != 0;

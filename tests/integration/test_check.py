@@ -79,7 +79,7 @@ ERROR_LINES = [
     "admin.token_file (at least 16 characters, e.g. the output of \"openssl rand -hex 32\"), or "
     "listen on 127.0.0.1",
     "7:1: error: log.levle: unknown key 'levle' in [log] (did you mean 'level'?); expected one "
-    "of: level, access_log, access_log_format",
+    "of: level, access_log, access_log_format, shed_summary_interval",
     "13:1: error: upstreams[1].name: duplicate upstream name 'app' (first defined at line 9); "
     "give each [[upstreams]] its own name",
     "14:12: error: upstreams[1].servers[0]: \"backend local:9002\" is not a valid address: "

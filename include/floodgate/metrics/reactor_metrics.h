@@ -86,6 +86,52 @@ constexpr std::size_t tls_version_index(std::string_view version) noexcept {
   return kTlsVersionUnknown;
 }
 
+// The refusals the process log summarises (docs/operations.md, "The process log"): the answers a
+// control gave in place of the backend because of load or a limit: the front cap and the memory
+// guard (before routing), the buffers, the pools, health checks and circuit breakers, the
+// local protection, the rate limits and the quota (its limits and its backend). Not here: a
+// client's malformed request, the protocol policy (a request refused for what it is, not for
+// the load) and the backends' failures, which the process log has per backend already.
+inline constexpr std::array<Reason, 19> kShedReasons{{
+    // Before routing, and the buffers (before or after).
+    Reason::inflight_cap,
+    Reason::memory_pressure,
+    Reason::buffers_exhausted,
+    // The pools, health checks and circuit breakers.
+    Reason::proxy_overloaded,
+    Reason::pending_timeout,
+    Reason::generation_retired,
+    Reason::no_eligible_backend,
+    Reason::no_healthy_backend,
+    Reason::circuit_open,
+    // The local protection.
+    Reason::brownout,
+    Reason::adaptive_limit,
+    Reason::route_cap,
+    Reason::global_cap,
+    // The rate limits and the quota.
+    Reason::rate_limited,
+    Reason::burst_quota_exhausted,
+    Reason::sustained_quota_exhausted,
+    Reason::backend_timeout,
+    Reason::backend_unavailable,
+    Reason::backend_error,
+}};
+
+// The index of `r` in kShedReasons, or kShedReasons.size() when it is not one: one load from a
+// table made at compile time (the request path asks it once per request).
+inline constexpr auto kShedIndex = [] {
+  std::array<unsigned char, kReasonCount> index{};
+  index.fill(static_cast<unsigned char>(kShedReasons.size()));
+  for (std::size_t i = 0; i < kShedReasons.size(); ++i) {
+    index[static_cast<std::size_t>(kShedReasons[i])] = static_cast<unsigned char>(i);
+  }
+  return index;
+}();
+constexpr std::size_t shed_reason_index(Reason r) noexcept {
+  return kShedIndex[static_cast<std::size_t>(r)];
+}
+
 // A struct by name (as the design refers to it) but with private storage: the sizes are invariants.
 struct ReactorMetrics {
   static constexpr std::size_t kUnroutedSlot = 0;
@@ -104,6 +150,13 @@ struct ReactorMetrics {
   }
   // A response floodgate generated itself. Reason::none is accepted but never rendered.
   void generated(Reason reason) noexcept { generated_[static_cast<std::size_t>(reason)].add(); }
+  // A request of slot `slot` ended with an answer floodgate generated for `reason`: counted
+  // when the reason is one of kShedReasons (the process log's shedding summary), else ignored.
+  void refused(std::size_t slot, Reason reason) noexcept {
+    assert(slot < slots_.size());
+    const std::size_t i = shed_reason_index(reason);
+    if (i < kShedReasons.size()) slots_[slot].refused[i].add();
+  }
   // A connection attempt to a backend of `upstream` failed: refused, unreachable, reset while
   // connecting, or timed out (a connect timeout also counts in timeout()).
   void connect_failure(uint32_t upstream) noexcept {
@@ -198,6 +251,10 @@ struct ReactorMetrics {
     return slots_[slot].requests[status_class];
   }
   const Histogram& duration(std::size_t slot) const noexcept { return slots_[slot].duration; }
+  // `index` into kShedReasons.
+  const Counter& refused(std::size_t slot, std::size_t index) const noexcept {
+    return slots_[slot].refused[index];
+  }
   const Counter& connect_failures(uint32_t upstream) const noexcept {
     return upstreams_[upstream].connect_failures;
   }
@@ -255,6 +312,7 @@ struct ReactorMetrics {
   struct Slot {
     std::array<Counter, kStatusClasses> requests{};
     Histogram duration;
+    std::array<Counter, kShedReasons.size()> refused{};
   };
   struct Upstream {
     Counter connect_failures;

@@ -65,6 +65,9 @@ struct LogParams {
   LogLevel level = LogLevel::info;
   std::string access_log = "stderr";  // "stderr", a file path, or "off"
   AccessLogFormat access_log_format = AccessLogFormat::json;
+  // How often the process log summarises the refusals of the interval, per upstream and reason
+  // (docs/operations.md, "The process log"); 0 = no summary. At least a second otherwise.
+  Millis shed_summary_interval{10'000};
   bool operator==(const LogParams&) const = default;
 };
 

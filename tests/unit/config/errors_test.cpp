@@ -25,7 +25,8 @@ TEST(ConfigErrors, RejectsAnUnknownKeyListingTheKnownOnes) {
 TEST(ConfigErrors, SuggestsTheClosestKeyForATypo) {
   EXPECT_EQ(only(load_with("[log]\nlevle = \"info\"")),
             "test.toml:2:1: error: log.levle: unknown key 'levle' in [log] (did you mean "
-            "'level'?); expected one of: level, access_log, access_log_format");
+            "'level'?); expected one of: level, access_log, access_log_format, "
+            "shed_summary_interval");
 }
 
 TEST(ConfigErrors, TellsWhereAMisplacedKeyBelongs) {
@@ -148,6 +149,12 @@ TEST(ConfigErrors, RejectsUnknownLogLevelAndFormat) {
             "unknown value \"verbose\"; expected trace, debug, info, warn, error, critical or off");
   EXPECT_EQ(r.diagnostics[1].message,
             "unknown value \"text\"; expected json, combined or combined_floodgate");
+}
+
+TEST(ConfigErrors, RejectsAShedSummaryIntervalUnderASecond) {
+  EXPECT_EQ(only(load_with("[log]\nshed_summary_interval = \"500ms\"")),
+            "test.toml:2:1: error: log.shed_summary_interval: must be \"0s\" (no shedding "
+            "summary) or at least \"1s\", e.g. \"10s\"");
 }
 
 TEST(ConfigErrors, RejectsAnUnknownEventLoopInterface) {

@@ -31,6 +31,7 @@ TEST(ConfigLoad, UsesStructDefaultsForEverythingNotWritten) {
   EXPECT_EQ(r.config->log.level, LogLevel::info);
   EXPECT_EQ(r.config->log.access_log, "stderr");
   EXPECT_EQ(r.config->log.access_log_format, AccessLogFormat::json);
+  EXPECT_EQ(r.config->log.shed_summary_interval, 10s);
 }
 
 TEST(ConfigLoad, UsesDefaultsForOptionalUpstreamAndRouteKeys) {
@@ -71,6 +72,7 @@ listen = "[::1]:9902"
 level = "debug"
 access_log = "/tmp/floodgate-load-test-access.log"
 access_log_format = "combined"
+shed_summary_interval = "1m"
 
 [[upstreams]]
 name = "app"
@@ -116,6 +118,13 @@ TEST(ConfigLoad, ReadsEveryServerAdminAndLogKey) {
   EXPECT_EQ(r.config->log.level, LogLevel::debug);
   EXPECT_EQ(r.config->log.access_log, "/tmp/floodgate-load-test-access.log");
   EXPECT_EQ(r.config->log.access_log_format, AccessLogFormat::combined);
+  EXPECT_EQ(r.config->log.shed_summary_interval, 1min);
+}
+
+TEST(ConfigLoad, TurnsTheSheddingSummaryOffWithZero) {
+  const LoadResult r = load_with("[log]\nshed_summary_interval = \"0s\"");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  EXPECT_EQ(r.config->log.shed_summary_interval, 0ms);
 }
 
 TEST(ConfigLoad, ReadsEveryUpstreamKey) {

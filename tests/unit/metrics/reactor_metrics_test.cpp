@@ -64,6 +64,25 @@ TEST(ReactorMetrics, GeneratedResponsesCountPerReason) {
   EXPECT_EQ(m.responses_generated(Reason::bad_request).value(), 0u);
 }
 
+TEST(ReactorMetrics, RefusalsCountPerSlotAndShedReasonOnly) {
+  ReactorMetrics m(2);
+  m.refused(ReactorMetrics::slot_for(1), Reason::rate_limited);
+  m.refused(ReactorMetrics::kUnroutedSlot, Reason::inflight_cap);
+  m.refused(ReactorMetrics::slot_for(1), Reason::bad_request);  // not a shed reason
+  m.refused(ReactorMetrics::slot_for(1), Reason::none);
+  EXPECT_EQ(m.refused(2, shed_reason_index(Reason::rate_limited)).value(), 1u);
+  EXPECT_EQ(m.refused(1, shed_reason_index(Reason::rate_limited)).value(), 0u);
+  EXPECT_EQ(m.refused(0, shed_reason_index(Reason::inflight_cap)).value(), 1u);
+  EXPECT_EQ(shed_reason_index(Reason::bad_request), kShedReasons.size());
+}
+
+TEST(ShedReasons, IndexEveryShedReasonAtItsPlace) {
+  for (std::size_t i = 0; i < kShedReasons.size(); ++i) {
+    EXPECT_EQ(shed_reason_index(kShedReasons[i]), i);
+  }
+  EXPECT_EQ(shed_reason_index(Reason::none), kShedReasons.size());
+}
+
 TEST(ReactorMetrics, ClientConnectionsGaugeTracksOpenAndClose) {
   ReactorMetrics m(0);
   m.client_connections.add(1);
