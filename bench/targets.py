@@ -1,9 +1,10 @@
 """The processes floodgate's benchmarks run: one loopback nginx backend and the proxies in
 front of it (floodgate, HAProxy, nginx), with comparable configurations.
 
-Used by compare.py and profile.sh (through the `config` command below). Everything lives in
-one temporary directory (configs, pid files, logs); ports are unused ports in 20000-32767, below
-the kernel's ephemeral range so that client source ports never collide with them.
+Used by compare.py, attack.py and profile.sh (through the `config` command below). Everything
+lives in one temporary directory (configs, pid files, logs); ports are unused ports in
+20000-32767, below the kernel's ephemeral range so that client source ports never collide with
+them.
 
 Fairness rules shared by every proxy: one worker/thread, no access log, keep-alive on both
 sides with up to KEEPALIVE idle backend connections, no limit on requests per connection,
@@ -14,7 +15,8 @@ X-Request-Id), so the per-request header work is the same on every proxy.
 With tls=True (compare.py --tls) every proxy's client side speaks TLS on its port instead: one
 ECDSA P-256 certificate made for the run (make_certificate), TLS 1.2 and 1.3 with each
 proxy's default ciphers and session tickets, ALPN http/1.1; the backend stays plain HTTP, so
-"direct" has no TLS variant. floodgate also keeps a plain listener on another port.
+"direct" has no TLS variant. floodgate also keeps a plain listener on another port; with
+plain_listener=True (attack.py) HAProxy and nginx get one too, and Target.plain_port names it.
 
 Contract: a Stack owns every process it starts; Stack.stop() (also run by `with`) stops them
 all, first with SIGTERM, then SIGKILL to the process group it created. Not thread-safe.
@@ -105,10 +107,12 @@ http {{
 """
 
 
-def backend_config(d, port, nofile):
+def backend_config(d, port, nofile, locations=""):
+    """`locations`: more nginx location blocks for the backend's server (attack.py's large
+    file)."""
     return _nginx_common(d, "backend", nofile) + f"""    server {{
         listen 127.0.0.1:{port} backlog=4096;
-        location / {{
+{locations}        location / {{
             default_type text/plain;
             return 200 "{BODY.encode('unicode_escape').decode()}";
         }}
@@ -118,9 +122,10 @@ def backend_config(d, port, nofile):
 
 
 def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_params="",
-                       location_extra="", error_level="warn", tls=None):
+                       location_extra="", error_level="warn", tls=None, plain_port=0):
     """`server_params` follow each `server` of the upstream (e.g. "max_fails=3"); the lines of
-    `location_extra` go at the end of the location; `tls`: (cert, key, combined) paths."""
+    `location_extra` go at the end of the location; `tls`: (cert, key, combined) paths, and
+    with it `plain_port`, when not 0, a second listener without TLS."""
     params = f" {server_params}" if server_params else ""
     servers = "".join(f"        server 127.0.0.1:{p}{params};\n" for p in _ports(backend_port))
     extra = ""
@@ -137,6 +142,8 @@ def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_pa
     if tls:
         tls_lines = (f"        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]};\n"
                      "        ssl_protocols TLSv1.2 TLSv1.3;\n")
+        if plain_port:
+            tls_lines += f"        listen 127.0.0.1:{plain_port} backlog=4096;\n"
     return _nginx_common(d, "nginx", nofile, error_level) + f"""    upstream backend {{
 {servers}        keepalive {KEEPALIVE};
         keepalive_requests 1000000;
@@ -154,16 +161,22 @@ def nginx_proxy_config(d, port, backend_port, nofile, forward_headers, server_pa
 """
 
 
-def haproxy_config(port, backend_port, nofile, forward_headers, backend_extra="", tls=None):
+def haproxy_config(port, backend_port, nofile, forward_headers, backend_extra="", tls=None,
+                   plain_port=0):
     # `backend_extra`: lines for the backend section, before its servers; `tls`: (cert, key,
-    # combined) paths.
+    # combined) paths, and with it `plain_port`, when not 0, a second bind without TLS.
     # maxconn must admit the idle-connection test; HAProxy reserves 2 fds per connection, so
     # with a low hard fd limit it would refuse to start: "no strict-limits" makes that a warning.
     maxconn = max(1000, nofile - 500)
+    proto = "https" if tls else "http"
+    binds = f"    bind 127.0.0.1:{port}{f' ssl crt {tls[2]} alpn http/1.1' if tls else ''}\n"
+    if tls and plain_port:
+        proto = "%[ssl_fc,iif(https,http)]"
+        binds += f"    bind 127.0.0.1:{plain_port}\n"
     extra = ""
     if forward_headers:
         extra = f"""    option forwardfor
-    http-request set-header X-Forwarded-Proto {"https" if tls else "http"}
+    http-request set-header X-Forwarded-Proto {proto}
     http-request set-header X-Forwarded-Host %[req.hdr(host)]
     http-request add-header Via "1.1 haproxy"
     unique-id-format %{{+X}}o\\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
@@ -186,8 +199,7 @@ defaults
     http-reuse always
 
 frontend fe
-    bind 127.0.0.1:{port}{f" ssl crt {tls[2]} alpn http/1.1" if tls else ""}
-{extra}    default_backend be
+{binds}{extra}    default_backend be
 
 backend be
 {backend_extra}""" + "".join(f"    server s{i} 127.0.0.1:{p} pool-max-conn {KEEPALIVE}\n"
@@ -231,26 +243,31 @@ upstream = "backend"
 
 
 def write_config(kind, d, port, backend_port, floodgate_bin="", forward_headers=False,
-                 taken=(), extra_toml="", tls=None):
+                 taken=(), extra_toml="", tls=None, plain_port=0, backend_locations=""):
     """Writes KIND's configuration into directory D; returns the argv that runs it in the
     foreground. KIND is "backend" or one of PROXIES. EXTRA_TOML (floodgate only) is appended to
     its configuration: more tables, such as [[resilience.scoped_rate_limits]]. TLS: (cert, key,
-    combined) paths when the proxies' client side speaks TLS."""
+    combined) paths when the proxies' client side speaks TLS; PLAIN_PORT, when not 0, is then a
+    second listener without TLS (floodgate always has one: a port of its own if 0).
+    BACKEND_LOCATIONS: more nginx location blocks for the backend."""
     nofile = nofile_hard()
     if kind in ("backend", "nginx"):
-        text = (backend_config(d, port, nofile) if kind == "backend"
+        text = (backend_config(d, port, nofile, backend_locations) if kind == "backend"
                 else nginx_proxy_config(d, port, backend_port, nofile, forward_headers,
-                                        tls=tls))
+                                        tls=tls, plain_port=plain_port))
         os.makedirs(f"{d}/{kind}-temp", exist_ok=True)
         path = f"{d}/{kind}.conf"
         argv = ["nginx", "-p", f"{d}/", "-e", f"{d}/{kind}-error.log", "-c", path]
     elif kind == "haproxy":
-        text = haproxy_config(port, backend_port, nofile, forward_headers, tls=tls)
+        text = haproxy_config(port, backend_port, nofile, forward_headers, tls=tls,
+                              plain_port=plain_port)
         path = f"{d}/haproxy.cfg"
         argv = ["haproxy", "-db", "-f", path]
     elif kind in FLOODGATES:
-        admin = unused_port(taken=set(taken) | {port, backend_port})
-        plain = unused_port(taken=set(taken) | {port, backend_port, admin}) if tls else 0
+        admin = unused_port(taken=set(taken) | {port, backend_port, plain_port})
+        plain = plain_port
+        if tls and not plain:
+            plain = unused_port(taken=set(taken) | {port, backend_port, admin})
         text = floodgate_config(port, admin, backend_port, tls=tls, plain_port=plain) + extra_toml
         path = f"{d}/{kind}.toml"
         argv = [floodgate_bin, "-c", path]
@@ -349,6 +366,7 @@ class Target:
     proc: subprocess.Popen = None      # None for "direct"
     log: str = ""
     pids: list = field(default_factory=list)
+    plain_port: int = 0                # the listener without TLS beside a TLS one (or 0)
 
     def refresh_pids(self):
         if self.proc is not None:
@@ -358,7 +376,8 @@ class Target:
 
 class Stack:
     def __init__(self, floodgate_bin="", forward_headers=False, taskset=None, keep_dir=False,
-                 floodgate_prev_bin="", extra_toml=None, headers=(), tls=False):
+                 floodgate_prev_bin="", extra_toml=None, headers=(), tls=False,
+                 plain_listener=False, backend_locations=""):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-")
         os.chmod(self.dir, 0o755)      # nginx workers run as nobody when started by root
         self.tls = make_certificate(self.dir) if tls else None
@@ -369,6 +388,11 @@ class Stack:
         self.headers = tuple(headers)  # header lines the load sends, so readiness sends them too
         self.taskset = taskset or {}   # target name or "backend" -> CPU list for taskset -c
         self.keep_dir = keep_dir
+        # With tls: every proxy also listens without TLS on Target.plain_port (and is checked
+        # there too when it starts).
+        self.plain_listener = plain_listener and tls
+        # nginx location blocks added to the backend's server, set before start("backend").
+        self.backend_locations = backend_locations
         self.targets = {}
         self._ports = set()
 
@@ -392,19 +416,22 @@ class Stack:
         backend_port = self.targets["backend"].port if kind != "backend" else 0
         binary = self.floodgate_prev_bin if kind == "floodgate-prev" else self.floodgate_bin
         tls = self.tls if kind != "backend" else None
+        plain = self._port() if self.plain_listener and kind != "backend" else 0
         argv = write_config(kind, self.dir, port, backend_port, binary,
                             self.forward_headers, self._ports, self.extra_toml.get(kind, ""),
-                            tls=tls)
+                            tls=tls, plain_port=plain,
+                            backend_locations=self.backend_locations)
         cpus = self.taskset.get(kind)
         argv = (["taskset", "-c", cpus] if cpus else []) + list(wrapper) + argv
         log = f"{self.dir}/{kind}.out"
         with open(log, "w") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True)
-        target = Target(kind, port, proc, log)
+        target = Target(kind, port, proc, log, plain_port=plain)
         self.targets[kind] = target
         deadline = time.monotonic() + ready_timeout
-        while not http_get_ok(port, headers=self.headers, tls=tls is not None):
+        while not (http_get_ok(port, headers=self.headers, tls=tls is not None)
+                   and (not plain or http_get_ok(plain, headers=self.headers))):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{kind} did not start ({shlex.join(argv)}):\n"
                                    + tail(log))
