@@ -8,7 +8,7 @@
 # also install the files an installed system needs: /etc/floodgate/floodgate.toml (a conffile:
 # an upgrade keeps the operator's edits) and /etc/logrotate.d/floodgate. Without it, the example
 # configuration goes to the documentation only, so a `cmake --install` never overwrites an
-# edited /etc file.
+# edited /etc file. The license: LICENSE, or in the package the Debian copyright file (below).
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(man_dir ${PROJECT_BINARY_DIR}/man)
@@ -32,10 +32,16 @@ install(FILES README.md CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES docs/configuration.md docs/operations.md docs/metrics.md docs/resilience.md
   docs/http.md docs/architecture.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
+# The license goes with the documentation once: a plain install gets LICENSE; the Debian package
+# gets it as /usr/share/doc/floodgate/copyright (packaging/debian/copyright, Debian's
+# machine-readable format, which also names the code compiled in from elsewhere) and not as a
+# second file, which lintian reports (extra-license-file).
 option(FLOODGATE_PACKAGE "Install /etc/floodgate/floodgate.toml and /etc/logrotate.d/floodgate (the Debian package)" OFF)
 if(NOT FLOODGATE_PACKAGE)
+  install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
   return()
 endif()
+install(FILES packaging/debian/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # CMAKE_INSTALL_FULL_SYSCONFDIR is /etc for the prefix /usr (GNUInstallDirs).
 install(FILES config/floodgate.toml DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/floodgate)

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Keeps docs/ and the code telling the same story (issue 17). Fails, listing every mismatch, when
 
-- a configuration key the code reads is not in docs/configuration.md (or, for the front
-  stages, docs/resilience.md), or a key a table there lists is read nowhere;
+- a configuration key the code reads is not in docs/configuration.md (the reference that
+  floodgate.toml(5) is made from, so the man page names every key), or a key a table of it or
+  of docs/resilience.md lists is read nowhere;
 - a metric family the code exports is not in docs/metrics.md, or one listed there is exported
   nowhere;
 - an X-Floodgate-Reason the code sends is not in docs/http.md's table of reasons, or the reverse;
 - an access-log field the code writes is not in docs/metrics.md's table of fields, or the reverse;
-- a file the code or the docs cite (src/..., docs/..., tests/..., ...) does not exist.
+- a file the code or the docs cite (src/..., docs/..., tests/..., ...) does not exist;
+- a document the package installs (cmake/package.cmake) speaks of floodgate's development
+  rather than to its users: an issue number, the seeds (the reference documents), "not built",
+  a TODO.
 
 Run from anywhere: python3 scripts/check_docs.py [TREE]. The test command runs it (ctest's
 docs.check)."""
@@ -96,10 +100,12 @@ for text in config_src.values():
         r'\b[a-z]\w*\.(?:text|choice|endpoint|secret|find|peek|require|string|duration|integer|'
         r'boolean|number|table|array|size|position|[a-z_]+)\("([a-z_0-9]+)"', text))
     literals.update(re.findall(r'"([a-z_0-9]+)"', text))
-# docs/configuration.md has every table; the front stages' keys are in docs/resilience.md.
-configuration = read("docs/configuration.md") + "\n" + read("docs/resilience.md")
+# docs/configuration.md names every key (floodgate.toml(5) is made from it); docs/resilience.md
+# has the longer tables of the [resilience] sub-tables, whose keys must be read too.
+reference = read("docs/configuration.md")
+configuration = reference + "\n" + read("docs/resilience.md")
 doc_words = set()
-for line in configuration.splitlines():  # per line: a ``literal with a backtick`` stays put
+for line in reference.splitlines():  # per line: a ``literal with a backtick`` stays put
     for span in re.findall(r"`([^`]+)`", line.replace("``", "`")):
         doc_words.update(re.findall(r"[a-z_0-9]+", span))
 doc_keys = set()  # the first column of the tables whose header is "| Key ..."
@@ -115,7 +121,7 @@ for line in configuration.splitlines():
                 doc_keys.add(part.split(".")[-1])
 for key in sorted(code_keys - doc_words):
     problems.append("configuration key %r is read by src/config but not in docs/configuration.md "
-                    "or docs/resilience.md" % key)
+                    "(nor, so, in floodgate.toml(5))" % key)
 for key in sorted(doc_keys - literals):
     problems.append("configuration key %r is in a table of docs/configuration.md or "
                     "docs/resilience.md but read nowhere in src/config" % key)
@@ -141,6 +147,24 @@ for rel in sources:
                 continue
             if not os.path.exists(os.path.join(ROOT, path)):
                 problems.append("%s:%d cites %s, which does not exist" % (rel, n, path))
+
+# --- the installed documents' wording ----------------------------------------------------------
+# What the package puts under /usr/share/doc/floodgate/ is read by operators, who have no use
+# for the project's issue numbers, its reference documents or its to-do list. CHANGELOG.md is
+# history, and may cite issues.
+DEVELOPMENT_WORDS = re.compile(r"\b(?:issues? \d+|seeds?|not built|TODO|FIXME)\b", re.I)
+package_cmake = os.path.join(ROOT, "cmake", "package.cmake")
+installed = []
+if os.path.exists(package_cmake):
+    installed = sorted(set(re.findall(r"(?<![\w/])(README\.md|docs/[A-Za-z0-9_-]+\.md)\b",
+                                      read("cmake/package.cmake"))))
+for rel in installed:
+    if not os.path.exists(os.path.join(ROOT, rel)):
+        continue  # a missing installed file is the build's error, and a cited one is above
+    for n, line in enumerate(read(rel).splitlines(), 1):
+        for m in DEVELOPMENT_WORDS.finditer(line):
+            problems.append("%s:%d says %r, which belongs to floodgate's development, not to the "
+                            "users the file is installed for" % (rel, n, m.group(0)))
 
 if problems:
     print("docs check: %d problem(s)" % len(problems))

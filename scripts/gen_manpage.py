@@ -8,8 +8,11 @@ configuration.md true to the code, and this keeps the man page true to configura
 The Markdown that configuration.md uses maps onto man(7) macros: `#` is the title, `##` a
 section (.SH), `###` a subsection (.SS), paragraphs (.PP), lists (.IP), fenced code (.EX), and
 each table row a tagged paragraph (.TP) whose tag is the first column and whose body names the
-other columns. Inline `code` is bold, *emphasis* italic, **strong** bold. Anything else is an
-error, so that a new construct in the docs cannot turn into garbage in the page unnoticed."""
+other columns. Inline `code` (and ``code with a ` in it``) is bold, *emphasis* italic,
+**strong** bold, and a link [text](target) its text alone: a target in the documentation
+(`resilience.md#keys`) is a file the page's SEE ALSO names; a web address is kept, in angle
+brackets, after the text. Anything else is an error, so that a new construct in the docs cannot
+turn into garbage in the page unnoticed: a `](` left over (a link this cannot read) is one."""
 
 import argparse
 import datetime
@@ -19,11 +22,22 @@ import sys
 
 
 def escape(text):
-    """Text as troff reads it literally: backslashes doubled, hyphens as minus signs."""
-    return text.replace("\\", "\\e").replace("-", "\\-")
+    """Text as troff reads it literally: backslashes doubled, hyphens as minus signs, and every
+    character beyond ASCII as its Unicode escape (troff reads its input as Latin-1: a "×" in
+    UTF-8 would come out as two wrong characters)."""
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    return "".join(c if ord(c) < 128 else "\\[u%04X]" % ord(c) for c in text)
 
 
-INLINE = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*|\*([^*\s][^*]*?)\*")
+INLINE = re.compile(r"``(.+?)``|`([^`]+)`|\[((?:`[^`]*`|[^\]`])+)\]\(([^)\s]+)\)|"
+                    r"\*\*(.+?)\*\*|\*([^*\s][^*]*?)\*")
+
+
+def plain_text(text):
+    """Text outside any markup: escaped, and never the remains of a link."""
+    if "](" in text:
+        raise ValueError("a link the man page cannot show: %r" % text)
+    return escape(text)
 
 
 def inline(text):
@@ -31,15 +45,22 @@ def inline(text):
     out = []
     pos = 0
     for m in INLINE.finditer(text):
-        out.append(escape(text[pos:m.start()]))
-        if m.group(1) is not None:
-            out.append("\\fB" + escape(m.group(1)) + "\\fR")
-        elif m.group(2) is not None:
-            out.append("\\fB" + inline_plain(m.group(2)) + "\\fR")
+        out.append(plain_text(text[pos:m.start()]))
+        code, link, target = m.group(1) or m.group(2), m.group(3), m.group(4)
+        if code is not None:
+            out.append("\\fB" + escape(code.strip() if m.group(1) else code) + "\\fR")
+        elif link is not None:
+            # The reader of a man page cannot follow a link: the text stays, a document's name
+            # or section is in it already, and a web address is written out.
+            out.append(inline(link))
+            if re.match(r"[a-z]+://", target):
+                out.append(" <" + escape(target) + ">")
+        elif m.group(5) is not None:
+            out.append("\\fB" + inline_plain(m.group(5)) + "\\fR")
         else:
-            out.append("\\fI" + inline_plain(m.group(3)) + "\\fR")
+            out.append("\\fI" + inline_plain(m.group(6)) + "\\fR")
         pos = m.end()
-    out.append(escape(text[pos:]))
+    out.append(plain_text(text[pos:]))
     return "".join(out)
 
 
@@ -156,8 +177,9 @@ def convert(markdown, version, date):
         ".SH SEE ALSO",
         "\\fBfloodgate\\fR(8)",
         ".PP",
-        "This page is generated from docs/configuration.md, installed with the other "
-        "documentation under /usr/share/doc/floodgate/.",
+        "This page is the reference installed as /usr/share/doc/floodgate/configuration.md; "
+        "the documents it refers to (operations.md, resilience.md, metrics.md, http.md) are "
+        "beside it there.",
     ]
     return "\n".join(out) + "\n"
 

@@ -30,7 +30,8 @@ int Process::start() {
   if (first.io_engine() == IoEngine::io_uring) {
     spdlog::info("event loop: io_uring");
   } else if (const std::string why = first.io_fallback_reason(); !why.empty()) {
-    spdlog::warn("event loop: epoll, because {} (server.io = \"epoll\" silences this)", why);
+    // Not a warning: "auto" (the default) asks for whichever loop the kernel offers.
+    spdlog::info("event loop: epoll, because {}", why);
   } else {
     spdlog::info("event loop: epoll");
   }
@@ -75,13 +76,23 @@ int Process::start() {
                start_.admin.listen.text, gens_.active().snapshot->sha256);
   log_front(*gens_.active().snapshot, gens_.active().config);
   sampler_.refresh();
-  if (const auto& m = sampler_.last(); m && !resilience::has_swap(*m)) {
-    spdlog::warn(
-        "this host has no swap: the memory guard (resilience.memory_guard) sees only "
-        "MemAvailable, so a burst of writes can reach the OOM killer before the guard refuses "
-        "them; consider adding swap");
-  }
+  log_swap(gens_.active().config.resilience.memory_guard);
   return 0;
+}
+
+// A host without swap leaves the guard MemAvailable alone. A warning when the operator set the
+// floor (min_available as a number); with the default "auto" a note, said once per start: a
+// warning about a default would come at every start of every host without swap.
+void Process::log_swap(const resilience::MemoryGuardParams& guard) {
+  const auto& m = sampler_.last();
+  if (!m || resilience::has_swap(*m) || (!guard.automatic && guard.min_available_mib == 0)) {
+    return;
+  }
+  const auto level = guard.automatic ? spdlog::level::info : spdlog::level::warn;
+  spdlog::log(level,
+              "this host has no swap: the memory guard (resilience.memory_guard) sees only "
+              "MemAvailable, so a burst of writes can reach the OOM killer before the guard "
+              "refuses them; consider adding swap");
 }
 
 int Process::run() {

@@ -178,6 +178,8 @@ class Process {
 
   // The in-flight cap this generation resolved, logged at start and on reload.
   static void log_front(const proxy::Snapshot& snap, const config::Config& cfg);
+  // At start: whether the host has swap, once the memory guard has its first sample.
+  void log_swap(const resilience::MemoryGuardParams& guard);
 
   // The reactors give idle buffer blocks back to the allocator (Reactor::housekeep); glibc keeps
   // freed memory in each thread's arena, so when some were given back since the last look, the

@@ -27,7 +27,10 @@ void Process::log_front(const proxy::Snapshot& snap, const config::Config& cfg) 
   } else if (aimd.max == 0) {
     spdlog::info("adaptive ceiling: off (no front cap and max_limit = 0)");
   } else if (a.min_limit > aimd.min) {
-    spdlog::warn("adaptive ceiling: {} to {} requests (min_limit {} taken as the maximum){}",
+    // A note, not a warning: both bounds may be defaults, and this comes at every start and
+    // reload; `floodgate check` warns when the operator wrote a bound, the adaptive table or
+    // the cap (src/config/protection_checks.cpp).
+    spdlog::info("adaptive ceiling: {} to {} requests (min_limit {} taken as the maximum){}",
                  aimd.min, aimd.max, a.min_limit,
                  snap.protection.params.adaptive_admission.mode == resilience::Mode::shadow
                      ? ", shadow mode"

@@ -4,7 +4,8 @@
 //
 // The adaptive ceiling against the front in-flight cap. The cap is known at load when it is a
 // number (from the file or the environment) and when it is "auto" with server.workers set: then
-// max_limit above it is an error, and a derived max_limit (0) below min_limit a warning. With
+// max_limit above it is an error, and a derived max_limit (0) below min_limit a warning when
+// the operator wrote something of the ceiling or of the cap (never about defaults alone). With
 // "auto" and server.workers = 0 the cap depends on the core count of the host that runs
 // floodgate, which the check cannot know (it may run elsewhere): it is checked against the least
 // "auto" can resolve to, one reactor's, and what may not hold on some hosts is a warning that
@@ -148,11 +149,23 @@ void check_set_max(const resilience::AdaptiveAdmissionParams& p, const FrontCap&
   }
 }
 
-// max_limit = 0 follows the cap: none leaves no ceiling, and one below min_limit fixes it. With
-// "auto" on one reactor per core, only a min_limit the operator wrote is compared with the
-// least the cap can be: the default min_limit is above it for any small pool (a capacity under
-// 15) on a small host, and a warning about values nobody wrote, true on some hosts only, would
-// be noise in every such file; the generation build, which knows the host, says it there.
+// Whether the operator set something of the rule between the ceiling's bounds and the cap: a
+// bound, the adaptive table, or the cap itself (the key in the file, or FLOODGATE_MAX_INFLIGHT).
+// A cap that only follows from "auto", the reactors and the pools says nothing of adaptive
+// admission: a warning there would be about defaults nobody wrote, printed at every check,
+// start and reload; the start and reload log the ceiling's range instead (app/status.cpp).
+bool ceiling_configured(const ResilienceMarks& m) {
+  const ProtectionMarks& pm = m.protection;
+  return pm.min_limit.at || pm.max_limit.at || pm.adaptive_at || m.max_inflight_at ||
+         m.max_inflight_from_env;
+}
+
+// max_limit = 0 follows the cap: none leaves no ceiling, and one below min_limit fixes it, said
+// when the operator configured the ceiling or the cap (ceiling_configured). With "auto" on one
+// reactor per core, only a min_limit the operator wrote is compared with the least the cap can
+// be: the default min_limit is above it for any small pool (a capacity under 15) on a small
+// host, and a warning about values nobody wrote, true on some hosts only, would be noise in
+// every such file; the start and reload log, which know the host, give the range there.
 void check_derived_max(const resilience::AdaptiveAdmissionParams& p, const FrontCap& cap,
                        const ResilienceMarks& m, Collector& out) {
   const ProtectionMarks& pm = m.protection;
@@ -166,7 +179,7 @@ void check_derived_max(const resilience::AdaptiveAdmissionParams& p, const Front
                     cap.named +
                     " (no cap), so adaptive admission has no ceiling and refuses nothing; set "
                     "max_limit, e.g. max_limit = 1024, or set enabled = false");
-  } else if (cap.exact && cap.value < p.min_limit) {
+  } else if (cap.exact && cap.value < p.min_limit && ceiling_configured(m)) {
     const Anchor a = anchor(m, pm.min_limit, "min_limit");
     const std::string lower = cap.value > 1 ? "lower min_limit below " + value + ", or " : "";
     out.warning(a.at, a.path,
@@ -224,7 +237,8 @@ void check_brownout_needs_ceiling(const Config& c, const ProtectionMarks& pm, Co
 }
 
 // A pool whose own max_active_requests is above its route cap never reaches it: the route cap
-// refuses first, with 503 route_cap instead of the pool's queue.
+// refuses first, with 503 route_cap instead of the pool's queue. Said at max_active_requests,
+// what the operator wrote (the cap may be the default).
 void check_route_caps(const Config& c, const DocumentMarks& doc, const ProtectionMarks& pm,
                       Collector& out) {
   if (!pm.route_caps_ok) return;
@@ -237,7 +251,7 @@ void check_route_caps(const Config& c, const DocumentMarks& doc, const Protectio
     if (up.resilience.max_active_requests <= cap) continue;
     const std::string named = it != q.caps.end() ? "caps." + up.name : "default_cap";
     out.warning(
-        pm.route_queue_at.value_or(Position{}),
+        doc.upstreams[i].max_active_at.value_or(pm.route_queue_at.value_or(Position{})),
         "upstreams[" + std::to_string(doc.upstreams[i].index) + "].resilience.max_active_requests",
         "upstream '" + up.name + "' admits " + std::to_string(up.resilience.max_active_requests) +
             " requests at once (max_active_requests), but its route cap is " + std::to_string(cap) +

@@ -201,7 +201,7 @@ void reject_restart_hook(TableReader& r) {
   }
   const auto* s = n->as_string();
   r.error(kKey,
-          "restart_hook is no longer accepted (seed 004 deprecates it): a hook is a command line, "
+          "restart_hook is not accepted: a hook is a command line, "
           "which would need a shell; write the command as restart_command, the executable's "
           "absolute path and then its arguments, run without a shell: " +
               (s ? command_example(s->get()) : std::string(kCommandExample)));

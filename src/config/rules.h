@@ -32,6 +32,7 @@ struct DocumentMarks {
   struct Upstream {
     size_t index = 0;                            // i of upstreams[i] in the file
     std::optional<Position> pending_timeout_at;  // when resilience.pending_timeout is valid
+    std::optional<Position> max_active_at;       // when resilience.max_active_requests is set
     bool response_timeout_ok = true;
     bool capacity_ok = true;  // servers, keepalive, max_active_requests: what "auto" counts
   };

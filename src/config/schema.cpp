@@ -635,6 +635,9 @@ void read_resilience(TableReader& r, ResilienceParams& p, size_t servers,
                      DocumentMarks::Upstream& mark) {
   constexpr int64_t kMaxActive = Admission::kMaxActive;
   const bool active_ok = r.integer("max_active_requests", 0, kMaxActive, p.max_active_requests);
+  if (active_ok && r.find("max_active_requests")) {
+    mark.max_active_at = r.position("max_active_requests");
+  }
   r.integer("max_active_per_backend", 0, kMaxActive, p.max_active_per_backend);
   r.integer("max_pending_requests", 0, kMaxPendingRequests, p.max_pending_requests);
   const bool timeout_ok = r.duration("pending_timeout", Zero::allowed, p.pending_timeout);

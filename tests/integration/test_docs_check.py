@@ -1,7 +1,11 @@
 """scripts/check_docs.py finds each kind of disagreement between the code and docs/ (a scratch
-tree with one of each), and passes on a tree where they agree."""
+tree with one of each), and passes on a tree where they agree. And the man page
+floodgate.toml(5) that scripts/gen_manpage.py makes of docs/configuration.md: links as their
+text, every key, nothing of floodgate's development."""
 
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +13,9 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "scripts", "check_docs.py")
+TREE = os.path.join(HERE, "..", "..")
+SCRIPT = os.path.join(TREE, "scripts", "check_docs.py")
+GEN_MANPAGE = os.path.join(TREE, "scripts", "gen_manpage.py")
 
 AGREEING = {
     "include/floodgate/core/reason.h": '    {"no_route", 404, "Not Found", "no route"},\n',
@@ -90,6 +96,86 @@ class DocsCheck(unittest.TestCase):
         self.append("docs/resilience.md", "See src/proxy/missing_stage.cpp for the details.\n")
         self.assertFinds("docs/resilience.md:2 cites src/proxy/missing_stage.cpp, which does "
                          "not exist")
+
+    def test_a_key_documented_only_in_resilience_md_is_missing_from_the_reference(self):
+        # floodgate.toml(5) is made of configuration.md alone: a key resilience.md lists but
+        # configuration.md does not would be missing from the man page.
+        self.append("src/config/schema.cpp", 'r.boolean("exempt_upgrades", "x", p.e);\n')
+        self.write("docs/resilience.md", "| Key | Type |\n|---|---|\n| `exempt_upgrades` | b |\n")
+        self.assertFinds("configuration key 'exempt_upgrades' is read by src/config but not in "
+                         "docs/configuration.md")
+
+    def test_development_wording_in_an_installed_document(self):
+        self.write("cmake/package.cmake",
+                   "install(FILES README.md CHANGELOG.md DESTINATION doc)\n"
+                   "install(FILES docs/resilience.md DESTINATION doc)\n")
+        self.append("docs/resilience.md", "Built in issue 13, as the seed says (not built yet).\n")
+        self.write("CHANGELOG.md", "- issue 13: failure handling\n")  # history: allowed
+        self.write("docs/STATUS.md", "issue 13 is done; TODO: more\n")  # not installed
+        code, out = self.check()
+        self.assertEqual(code, 1, out)
+        for word in ("issue 13", "seed", "not built"):
+            self.assertIn("docs/resilience.md:2 says '%s', which belongs to floodgate's "
+                          "development" % word, out)
+        self.assertNotIn("CHANGELOG", out)
+        self.assertNotIn("STATUS", out)
+
+
+def gen_manpage():
+    spec = importlib.util.spec_from_file_location("gen_manpage", GEN_MANPAGE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ManPage(unittest.TestCase):
+    """floodgate.toml(5), as `man floodgate.toml` shows it after the package installs it."""
+
+    def convert(self, markdown):
+        return gen_manpage().convert(markdown, "1.2.3", "2026-01-01")
+
+    def test_a_link_is_its_text_and_a_web_address_is_written_out(self):
+        page = self.convert("# Title\n\nSee \"Routing\" in [http.md](http.md#routing), the "
+                            "[`[resilience]` keys](resilience.md#keys) and "
+                            "[RFC 9110](https://www.rfc-editor.org/rfc/rfc9110).\n")
+        self.assertNotIn("](", page)
+        self.assertIn('See "Routing" in http.md, the \\fB[resilience]\\fR keys and RFC 9110 '
+                      "<https://www.rfc\\-editor.org/rfc/rfc9110>.", page)
+
+    def test_a_link_it_cannot_read_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "a link the man page cannot show"):
+            self.convert("# Title\n\nSee [the part](two words.md).\n")
+
+    def test_a_code_span_with_a_backtick_and_characters_beyond_ascii(self):
+        page = self.convert("# Title\n\nTokens: ``a`b``, 4 × 2.\n")
+        self.assertIn("Tokens: \\fBa`b\\fR, 4 \\[u00D7] 2.", page)
+
+    def test_the_page_of_the_reference_names_every_front_key_and_no_raw_link(self):
+        tmp = tempfile.mkdtemp(prefix="floodgate-manpage-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        out = os.path.join(tmp, "floodgate.toml.5")
+        subprocess.run([sys.executable, "-B", GEN_MANPAGE,
+                        os.path.join(TREE, "docs", "configuration.md"), out, "--version", "1.2.3"],
+                       check=True, timeout=60)
+        with open(out, encoding="utf-8") as f:
+            source = f.read()
+        if shutil.which("groff"):  # what man shows: the text, its warnings on stderr
+            p = subprocess.run(["groff", "-man", "-Tutf8", "-ww"], input=source,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.stderr, "")
+            text = re.sub(".\b", "", p.stdout).replace("\u2010", "-")
+            text = re.sub(r"-\n\s+", "-", text)  # a key hyphenated at a line's end
+        else:
+            text = re.sub(r"\\f[BIR]|\\&", "", source).replace("\\-", "-")
+        self.assertNotIn("](", text)
+        for key in ("resilience.inflight.max_inflight", "resilience.inflight.exempt_upgrades",
+                    "resilience.memory_guard.min_available", "resilience.memory_guard.meminfo",
+                    "resilience.protocol.allowed_methods", "resilience.protocol.allow_connect",
+                    "resilience.protocol.connect_allowed_authorities",
+                    "resilience.protocol.early_data_safe_methods", "FLOODGATE_MAX_INFLIGHT",
+                    "FLOODGATE_MEMORY_GUARD_MIN_MB"):
+            self.assertIn(key, text)
+        self.assertIsNone(re.search(r"\b(?:issues? \d+|seeds?|not built)\b", text, re.I))
 
 
 if __name__ == "__main__":

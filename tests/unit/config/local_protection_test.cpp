@@ -429,21 +429,21 @@ INSTANTIATE_TEST_SUITE_P(
                  "a string (\"/usr/bin/systemctl restart floodgate\"); e.g. restart_command = "
                  "[\"/usr/bin/systemctl\", \"restart\", \"floodgate\"]"},
         KeyError{"restart_hook", kWatchdog, "restart_hook = \"/usr/local/bin/fg-restart --now\"",
-                 "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is no "
-                 "longer accepted (seed 004 deprecates it): a hook is a command line, which "
+                 "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is not "
+                 "accepted: a hook is a command line, which "
                  "would need a shell; write the command as restart_command, the executable's "
                  "absolute path and then its arguments, run without a shell: restart_command = "
                  "[\"/usr/local/bin/fg-restart\", \"--now\"]"},
         KeyError{"restart_hook_of_a_shell_line", kWatchdog,
                  "restart_hook = \"systemctl restart floodgate && echo done\"",
-                 "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is no "
-                 "longer accepted (seed 004 deprecates it): a hook is a command line, which "
+                 "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is not "
+                 "accepted: a hook is a command line, which "
                  "would need a shell; write the command as restart_command, the executable's "
                  "absolute path and then its arguments, run without a shell: restart_command = "
                  "[\"/usr/bin/systemctl\", \"restart\", \"floodgate\"]"},
         KeyError{"empty_restart_hook", kWatchdog, "restart_hook = \"\"",
-                 "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is no "
-                 "longer accepted (seed 004 deprecates it): a hook is a command line, which "
+                 "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is not "
+                 "accepted: a hook is a command line, which "
                  "would need a shell; write the command as restart_command, the executable's "
                  "absolute path and then its arguments, run without a shell: restart_command = "
                  "[\"/usr/bin/systemctl\", \"restart\", \"floodgate\"]"},
@@ -519,8 +519,8 @@ TEST(ConfigLocalProtection, ValidatesEveryKeyOfADisabledTable) {
             "search; write the program's full path (`command -v restart.sh` prints it), e.g. "
             "\"/usr/bin/systemctl\"");
   EXPECT_EQ(only(watchdog("restart_hook = \"/bin/true\"")),
-            "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is no longer "
-            "accepted (seed 004 deprecates it): a hook is a command line, which would need a "
+            "test.toml:2:1: error: resilience.watchdog.restart_hook: restart_hook is not "
+            "accepted: a hook is a command line, which would need a "
             "shell; write the command as restart_command, the executable's absolute path and "
             "then its arguments, run without a shell: restart_command = [\"/bin/true\"]");
 }
@@ -699,6 +699,37 @@ TEST(ConfigLocalProtection, WarnsOfASmallAutoCapWithAFixedReactorCount) {
             "0 (the default) follows, so min_limit is taken as 40 and the adaptive ceiling stays "
             "at 40: adaptive admission never moves it; lower min_limit below 40, or set "
             "max_inflight to a number above 64, or set enabled = false");
+}
+
+// The case: workers = 2 and a pool capped at 1 make "auto" 32, below the default
+// min_limit of 64. Nothing of adaptive admission or of the front cap is written, so nothing is
+// said: a warning about defaults would come at every check, start and reload, and point at
+// nothing in the file. The start and reload log the ceiling's range instead.
+TEST(ConfigLocalProtection,
+     SaysNothingOfTheDefaultMinLimitWhenNeitherTheCeilingNorTheCapIsWritten) {
+  for (const char* pool :
+       {"[upstreams.resilience]\nmax_active_requests = 1\n",
+        "[upstreams.resilience]\nmax_active_requests = 8\n", "keepalive = 0\n"}) {
+    for (const char* workers : {"1", "2", "4"}) {
+      const LoadResult r =
+          load(std::string("[server]\nworkers = ") + workers +
+               "\n\n[[upstreams]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n" + pool +
+               "[[routes]]\nupstream = \"app\"\n");
+      ASSERT_TRUE(r.ok()) << dump(r);
+      EXPECT_TRUE(r.diagnostics.empty()) << workers << " workers, " << pool << dump(r);
+    }
+  }
+}
+
+TEST(ConfigLocalProtection, WarnsOfTheDefaultMinLimitWhenTheFileWritesTheAutoCap) {
+  const LoadResult r = load(
+      "[server]\nworkers = 2\n[resilience.inflight]\nmax_inflight = \"auto\"\n\n"
+      "[[upstreams]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n"
+      "[upstreams.resilience]\nmax_active_requests = 1\n[[routes]]\nupstream = \"app\"\n");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].line, 4) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].path, "resilience.inflight.max_inflight");
 }
 
 TEST(ConfigLocalProtection, WarnsOfAWrittenMinLimitAboveWhatAutoIsOnSmallHosts) {
@@ -901,6 +932,8 @@ TEST(ConfigLocalProtection, WarnsOfAPoolThatAdmitsMoreThanItsRouteCap) {
   ASSERT_TRUE(r.ok()) << dump(r);
   ASSERT_EQ(r.diagnostics.size(), 2u) << dump(r);
   EXPECT_EQ(r.diagnostics[0].path, "upstreams[0].resilience.max_active_requests");
+  EXPECT_EQ(r.diagnostics[0].line, 8);  // at the key the operator wrote, not the caps' table
+  EXPECT_EQ(r.diagnostics[1].line, 13);
   EXPECT_NE(r.diagnostics[0].message.find("its route cap is 100 (resilience.route_queue.caps.app)"),
             std::string::npos)
       << dump(r);
@@ -910,6 +943,16 @@ TEST(ConfigLocalProtection, WarnsOfAPoolThatAdmitsMoreThanItsRouteCap) {
                                           "1000 or more, or lower max_active_requests"),
             std::string::npos)
       << dump(r);
+}
+
+TEST(ConfigLocalProtection, PutsTheRouteCapWarningAtMaxActiveRequestsWhenTheCapIsTheDefault) {
+  const LoadResult r = load(
+      "[[upstreams]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n"
+      "[upstreams.resilience]\nmax_active_requests = 600\n[[routes]]\nupstream = \"app\"\n");
+  ASSERT_TRUE(r.ok()) << dump(r);
+  ASSERT_EQ(r.diagnostics.size(), 1u) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].line, 5) << dump(r);
+  EXPECT_EQ(r.diagnostics[0].column, 1);
 }
 
 }  // namespace
