@@ -215,6 +215,8 @@ void Parser::begin(const char* base, HeaderField* fields, const HeadLimits& limi
   body_fed_ = 0;
   chunk_line_start_ = kNoChunkLine;
   url_off_ = url_len_ = field_count_ = kinds_seen_ = 0;
+  ext_method_len_ = 0;
+  method_seen_ = false;
   in_head_ = in_value_ = head_done_ = message_done_ = false;
   no_body_ = at_chunk_header_ = false;
   error_reason_ = Reason::none;
@@ -253,8 +255,60 @@ bool Parser::has_obs_fold() const {
   return lines != field_count_ + 1;
 }
 
+namespace {
+
+// The methods llhttp 8.1 parses in a request (its HTTP_METHOD_MAP, and PRI for the HTTP/2
+// preface it refuses itself).
+bool llhttp_knows(std::string_view method) {
+#define FLOODGATE_KNOWN(num, name, string) \
+  if (method == #string) return true;
+  HTTP_METHOD_MAP(FLOODGATE_KNOWN)
+#undef FLOODGATE_KNOWN
+  return method == "PRI";
+}
+
+// tchar (RFC 9110 section 5.6.2).
+bool is_tchar(char c) {
+  if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) return true;
+  switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
+    case '.': case '^': case '_': case '`': case '|': case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The longest extension method floodgate forwards (the longest registered one, VERSION-CONTROL,
+// has 15 bytes).
+constexpr std::size_t kMaxExtensionMethod = 32;
+
+}  // namespace
+
+// llhttp 8.1 knows a fixed list of methods and refuses any other token, though RFC 9110
+// section 9.1 lets a request use any (QUERY, WebDAV's and CalDAV's, a private one). A request's
+// method is therefore held back until the space after it has arrived: a method llhttp knows is
+// parsed as it is; any other token is recorded and llhttp reads POST in its place (the same
+// framing, from the fields; and floodgate treats it as neither safe nor idempotent, as an
+// unknown method must be). False: the method is still incomplete.
+bool Parser::start_method(std::size_t end) {
+  std::size_t n = 0;
+  while (n < end && n <= kMaxExtensionMethod && is_tchar(base_[n])) ++n;
+  if (n == end && n <= kMaxExtensionMethod) return false;  // more of the method to come
+  method_seen_ = true;
+  if (n == 0 || n > kMaxExtensionMethod || base_[n] != ' ') return true;  // llhttp refuses it
+  const std::string_view method(base_, n);
+  if (llhttp_knows(method)) return true;
+  static constexpr std::string_view kStandIn = "POST";
+  llhttp_execute(&parser_, kStandIn.data(), kStandIn.size());
+  ext_method_len_ = static_cast<uint8_t>(n);
+  parsed_ = n;
+  return true;
+}
+
 Parser::Result Parser::parse_head(std::size_t end) {
   if (error_reason_ != Reason::none) return Result::error;  // an error is final
+  if (is_request_ && !method_seen_ && !start_method(end)) return Result::need_more;
   const char* from = base_ + parsed_;
   const llhttp_errno_t err = llhttp_execute(&parser_, from, end - parsed_);
   if (err == HPE_OK) {
@@ -361,6 +415,7 @@ Parser::Result Parser::finish() {
 }
 
 std::string_view Parser::method_name() const {
+  if (ext_method_len_ != 0) return {base_, ext_method_len_};
   return llhttp_method_name(static_cast<llhttp_method_t>(parser_.method));
 }
 

@@ -174,6 +174,28 @@ class RequestHardening(FloodgateTestCase):
         rec = self.app.wait_for_target("/h2c")
         self.assertEqual(rec.header_values("http2-settings"), ["AAMAAABkAAQAoAAAAAIAAAAA"])
 
+    # --- extension methods -------------------------------------------------------------------
+    def test_an_extension_method_is_forwarded_as_sent_with_its_body(self):
+        """Any token is a method (RFC 9110 section 9.1): QUERY (with a body), WebDAV's and
+        private ones reach the backend as sent, as with HAProxy (nginx forwards upper-case
+        ones)."""
+        for method in ("QUERY", "VERSION-CONTROL", "X_PRIVATE.1"):
+            rec = self.forwarded(("%s /echo?m=%s HTTP/1.1\r\nHost: test.local\r\n"
+                                  "Content-Length: 7\r\n\r\n{\"q\":1}" % (method, method))
+                                 .encode())
+            self.assertEqual((rec.method, rec.target, rec.body),
+                             (method, "/echo?m=%s" % method, b'{"q":1}'))
+            self.app.reset_records()
+        entry = poll(lambda: next((e for e in reversed(self.fg.access_log_entries())
+                                   if e.get("method") == "X_PRIVATE.1"), None),
+                     what="the access log's entry")
+        self.assertEqual(entry["status"], 200)
+
+    def test_a_method_that_is_not_a_token_is_refused(self):
+        for raw in (b"G@T / HTTP/1.1\r\nHost: test.local\r\n\r\n",
+                    b"%s / HTTP/1.1\r\nHost: test.local\r\n\r\n" % (b"M" * 33)):
+            self.assertRefusedUnseen(raw)
+
     # --- 14: fragments, OPTIONS *, lingering close after 413 --------------------------------
     def test_a_fragment_in_the_target_is_refused(self):
         self.assertRefusedUnseen(build_request("GET", "/admin#frag"))

@@ -97,8 +97,11 @@ class Parser {
   std::size_t request_line_end() const { return line_end_; }
   std::string_view target() const { return view(url_off_, url_len_); }
   std::string_view status_text() const { return view(url_off_, url_len_); }
+  // The method as the client sent it. A method llhttp 8.1 does not know (QUERY, an extension)
+  // reads as HTTP_POST in method(): neither safe nor idempotent (RFC 9110 section 9.2.2).
   std::string_view method_name() const;
   llhttp_method_t method() const { return static_cast<llhttp_method_t>(parser_.method); }
+  bool extension_method() const { return ext_method_len_ != 0; }
   int status() const { return parser_.status_code; }
   int http_minor() const { return parser_.http_minor; }
   int http_major() const { return parser_.http_major; }
@@ -133,6 +136,7 @@ class Parser {
   }
   bool check_chunk_line(uint64_t line_end);
   bool has_obs_fold() const;
+  bool start_method(std::size_t end);
 
   static constexpr uint64_t kNoChunkLine = UINT64_MAX;
   std::string_view view(uint32_t off, uint32_t len) const { return {base_ + off, len}; }
@@ -153,6 +157,8 @@ class Parser {
   uint32_t url_off_ = 0, url_len_ = 0;
   uint32_t field_count_ = 0;
   uint32_t kinds_seen_ = 0;
+  uint8_t ext_method_len_ = 0;  // a method llhttp does not know: its length from base_
+  bool method_seen_ = false;    // the request line's method was given to llhttp
   bool in_head_ = false;
   bool in_value_ = false;
   bool head_done_ = false;

@@ -219,7 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "out of range; use an integer from 1 to 1000000"},
         KeyError{"quoted_threshold", kBreaker, "failure_threshold = \"3\"",
                  "test.toml:2:1: error: resilience.circuit_breaker.failure_threshold: expected "
-                 "an integer, got a string (\"3\"); e.g. failure_threshold = 3"},
+                 "an integer, got a string (\"3\"); e.g. failure_threshold = 5"},
         KeyError{"zero_open", kBreaker, "open = \"0s\"",
                  "test.toml:2:1: error: resilience.circuit_breaker.open: must be greater than 0; "
                  "e.g. open = \"30s\""},

@@ -790,7 +790,7 @@ INSTANTIATE_TEST_SUITE_P(
         QuotaError{"unknown_key", kPolicies, valid_policy("limit = 5"),
                    policy_error(5, 1, ".limit",
                                 "unknown key 'limit' in [[resilience.quota.policies]]; expected "
-                                "one of: name, route_allowlist, selector, burst, sustained")}),
+                                "one of: name, route_allowlist, selector, missing_key, burst, sustained")}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(

@@ -439,7 +439,7 @@ INSTANTIATE_TEST_SUITE_P(
         RuleError{"typo", client_rule("burts = 5"),
                   rate_error(6, "burts",
                              "unknown key 'burts' in [[resilience.scoped_rate_limits]] (did you "
-                             "mean 'burst'?); expected one of: name, scope, key, "
+                             "mean 'burst'?); expected one of: name, scope, key, missing_key, "
                              "requests_per_sec, burst, route_allowlist, idle_ttl, max_keys, "
                              "on_table_full, mode, tier_key, tiers")}),
     [](const auto& info) { return info.param.name; });

@@ -124,6 +124,68 @@ TEST(RequestParser, HeadInProgressAsksForMore) {
   EXPECT_EQ(m.parser().parsed_bytes(), kGet.size() - 1);
 }
 
+TEST(RequestParser, AnExtensionMethodIsParsedAndKeptAsSent) {
+  const std::string query =
+      "QUERY /search HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello";
+  Message m(kRequest, query);
+  ASSERT_EQ(m.parse_head(), Result::head_done);
+  const Parser& p = m.parser();
+  EXPECT_EQ(p.method_name(), "QUERY");
+  EXPECT_TRUE(p.extension_method());
+  EXPECT_EQ(p.method(), HTTP_POST);  // neither safe nor idempotent to floodgate
+  EXPECT_EQ(p.target(), "/search");
+  EXPECT_EQ(p.content_length(), 5U);
+  EXPECT_EQ(p.head_end(), query.size() - 5);
+  EXPECT_EQ(p.request_line_end(), query.find("\r\n") + 2);
+}
+
+TEST(RequestParser, AnExtensionMethodSplitAtEveryBoundaryGivesTheSameFacts) {
+  const std::string req = "VERSION-CONTROL /doc HTTP/1.1\r\nHost: a\r\n\r\n";
+  Message whole(kRequest, req);
+  ASSERT_EQ(whole.parse_head(), Result::head_done);
+  for (std::size_t split = 1; split < req.size(); ++split) {
+    Message m(kRequest, req);
+    ASSERT_EQ(m.parser().parse_head(split), Result::need_more) << split;
+    ASSERT_EQ(m.parse_head(), Result::head_done) << split;
+    EXPECT_EQ(facts_of(m), facts_of(whole)) << split;
+  }
+  EXPECT_EQ(whole.parser().method_name(), "VERSION-CONTROL");
+}
+
+TEST(RequestParser, AKnownMethodIsNotAnExtension) {
+  Message m(kRequest, "PROPFIND /dav HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_EQ(m.parse_head(), Result::head_done);
+  EXPECT_FALSE(m.parser().extension_method());
+  EXPECT_EQ(m.parser().method(), HTTP_PROPFIND);
+  EXPECT_EQ(m.parser().method_name(), "PROPFIND");
+}
+
+TEST(RequestParser, AMethodThatIsNotATokenOrTooLongIsRefused) {
+  EXPECT_EQ(head_error("G@T / HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
+  EXPECT_EQ(head_error("QUERY\t/ HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
+  EXPECT_EQ(head_error(std::string(33, 'M') + " / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Reason::bad_request);
+  EXPECT_EQ(head_error(std::string(32, 'M') + " / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Reason::none);
+  EXPECT_EQ(head_error(" / HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
+}
+
+TEST(RequestParser, APipelinedExtensionMethodAfterAKnownOneIsParsed) {
+  const std::string two =
+      "GET /a HTTP/1.1\r\nHost: a\r\n\r\nQUERY /b HTTP/1.1\r\nHost: a\r\n\r\n";
+  Message m(kRequest, two);
+  ASSERT_EQ(m.parse_head(), Result::head_done);
+  EXPECT_EQ(m.parser().method_name(), "GET");
+  std::size_t consumed = 0;
+  BodySink sink;
+  ASSERT_EQ(m.parser().parse_body(m.data() + m.parser().head_end(), 0, consumed, sink),
+            Result::message_done);
+  m.begin_next(m.parser().head_end());
+  ASSERT_EQ(m.parse_head(), Result::head_done);
+  EXPECT_EQ(m.parser().method_name(), "QUERY");
+  EXPECT_EQ(m.parser().target(), "/b");
+}
+
 TEST(RequestParser, ReportsContentLengthAndChunked) {
   Message cl(kRequest, "POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 42\r\n\r\n");
   ASSERT_EQ(cl.parse_head(), Result::head_done);
