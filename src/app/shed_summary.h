@@ -4,7 +4,7 @@
 // and this class turns the difference from the previous read into lines:
 //
 //   shedding: upstream=api reason=route_cap refused=1234 in the last 10s (status 503)
-//   shedding: upstream=- reason=inflight_cap refused=87 in the last 10s (status 429)
+//   shedding: upstream=- reason=inflight_cap refused=87 in the last 10s (status 503)
 //   shedding (shadow): reason=inflight_cap would_refuse=12 in the last 10s
 //   shedding ended: upstream=api refused=5234 over 40s
 //   shedding ended (shadow): would_refuse=40 over 20s

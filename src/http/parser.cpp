@@ -215,7 +215,7 @@ void Parser::begin(const char* base, HeaderField* fields, const HeadLimits& limi
   body_fed_ = 0;
   chunk_line_start_ = kNoChunkLine;
   url_off_ = url_len_ = field_count_ = kinds_seen_ = 0;
-  ext_method_len_ = 0;
+  ext_method_off_ = ext_method_len_ = 0;
   method_seen_ = false;
   in_head_ = in_value_ = head_done_ = message_done_ = false;
   no_body_ = at_chunk_header_ = false;
@@ -292,17 +292,22 @@ constexpr std::size_t kMaxExtensionMethod = 32;
 // framing, from the fields; and floodgate treats it as neither safe nor idempotent, as an
 // unknown method must be). False: the method is still incomplete.
 bool Parser::start_method(std::size_t end) {
+  // Empty lines before the request line are ignored (RFC 9112 section 2.2), by llhttp too.
+  std::size_t at = 0;
+  while (at < end && (base_[at] == '\r' || base_[at] == '\n')) ++at;
   std::size_t n = 0;
-  while (n < end && n <= kMaxExtensionMethod && is_tchar(base_[n])) ++n;
-  if (n == end && n <= kMaxExtensionMethod) return false;  // more of the method to come
+  while (at + n < end && n <= kMaxExtensionMethod && is_tchar(base_[at + n])) ++n;
+  if (at + n == end && n <= kMaxExtensionMethod) return false;  // more of the method to come
   method_seen_ = true;
-  if (n == 0 || n > kMaxExtensionMethod || base_[n] != ' ') return true;  // llhttp refuses it
-  const std::string_view method(base_, n);
+  if (n == 0 || n > kMaxExtensionMethod || base_[at + n] != ' ') return true;  // llhttp refuses
+  const std::string_view method(base_ + at, n);
   if (llhttp_knows(method)) return true;
   static constexpr std::string_view kStandIn = "POST";
+  if (at > 0 && llhttp_execute(&parser_, base_, at) != HPE_OK) return true;  // its error stays
   llhttp_execute(&parser_, kStandIn.data(), kStandIn.size());
+  ext_method_off_ = static_cast<uint32_t>(at);
   ext_method_len_ = static_cast<uint8_t>(n);
-  parsed_ = n;
+  parsed_ = at + n;
   return true;
 }
 
@@ -415,7 +420,7 @@ Parser::Result Parser::finish() {
 }
 
 std::string_view Parser::method_name() const {
-  if (ext_method_len_ != 0) return {base_, ext_method_len_};
+  if (ext_method_len_ != 0) return {base_ + ext_method_off_, ext_method_len_};
   return llhttp_method_name(static_cast<llhttp_method_t>(parser_.method));
 }
 

@@ -47,8 +47,9 @@ void FailureWindow::add_slow(Slice slice, uint64_t word, uint64_t one) noexcept 
       if (requests_of(word) < kSliceCap) bucket.fetch_add(one, std::memory_order_relaxed);
       return;
     }
-    // A later slice than the caller's (a lagging caller): the verdict is dropped.
-    if (tag_distance(tag, slice.tag) < (kTagMask + 1) / 2) return;
+    // A later slice than the caller's (a lagging caller): the verdict is dropped. An empty
+    // word (never used, or cleared) holds no slice, whatever its tag reads as: restarted.
+    if (requests_of(word) != 0 && tag_distance(tag, slice.tag) < (kTagMask + 1) / 2) return;
     if (bucket.compare_exchange_weak(word, restarted, std::memory_order_relaxed)) return;
   }
 }

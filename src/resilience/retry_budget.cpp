@@ -89,8 +89,9 @@ void RetryBudget::add_slow(Ring& ring, Slice slice, uint64_t word) noexcept {
       bucket.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    // A later slice than the caller's (a lagging caller): the count is dropped.
-    if (tag_distance(tag, slice.tag) < (kTagMask + 1) / 2) return;
+    // A later slice than the caller's (a lagging caller): the count is dropped. An empty word
+    // (never used) holds no slice, whatever its tag reads as: restarted.
+    if (count_of(word) != 0 && tag_distance(tag, slice.tag) < (kTagMask + 1) / 2) return;
     if (bucket.compare_exchange_weak(word, restarted, std::memory_order_relaxed)) return;
   }
 }
@@ -124,7 +125,7 @@ bool RetryBudget::try_retry(time_point now) noexcept {
     if (tag == slice.tag) {
       counted = count_of(word);
       next = word + 1;
-    } else if (tag_distance(tag, slice.tag) < (kTagMask + 1) / 2) {
+    } else if (count_of(word) != 0 && tag_distance(tag, slice.tag) < (kTagMask + 1) / 2) {
       return false;  // the bucket holds a later slice: a lagging caller, refused
     }
     if (others + counted >= allowance) return false;

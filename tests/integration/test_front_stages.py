@@ -1,5 +1,5 @@
 """The front of the stage chain end to end ([resilience], docs/resilience.md): the process-wide
-in-flight cap (429 inflight_cap with Retry-After, exemptions for WebSockets, SSE paths and CORS
+in-flight cap (503 inflight_cap with Retry-After, exemptions for WebSockets, SSE paths and CORS
 preflights, `auto` sizing, FLOODGATE_MAX_INFLIGHT), the host memory guard against a fake
 meminfo file (writes 503 memory_pressure, reads pass, one read a second at most,
 FLOODGATE_MEMORY_GUARD_MIN_MB), the protocol policy and its bypass attempts, shadow mode, and
@@ -67,13 +67,13 @@ class InflightCap(FrontTestCase):
         # The previous test's last slot is given back just after its client read the response.
         poll(lambda: self.metric("floodgate_inflight_requests") == 0, what="every slot free")
 
-    def test_the_request_over_the_cap_gets_429_with_retry_after_and_never_reaches_a_backend(self):
+    def test_the_request_over_the_cap_gets_503_with_retry_after_and_never_reaches_a_backend(self):
         held = [Held(self, self.a, "cap-%d" % i, "test.local") for i in range(2)]
         try:
             self.assertEqual(self.metric("floodgate_inflight_requests"), 2)
             before = self.a.request_count
             r = self.fg.get("/over")
-            self.assertGenerated(r, 429, "inflight_cap")
+            self.assertGenerated(r, 503, "inflight_cap")
             self.assertEqual(r.header_values("retry-after"), ["3"])
             self.assertEqual(self.a.request_count, before)
         finally:
@@ -103,7 +103,7 @@ class InflightCap(FrontTestCase):
                  what="no slot held by the tunnel and the streams")
             held = [Held(self, self.a, "ex-%d" % i, "test.local") for i in range(2)]
             self.assertEqual(self.metric("floodgate_inflight_requests"), 2)
-            self.assertGenerated(self.fg.get("/third"), 429, "inflight_cap")
+            self.assertGenerated(self.fg.get("/third"), 503, "inflight_cap")
             for h in held:
                 self.assertEqual(h.release().status, 200)
         finally:
@@ -119,7 +119,7 @@ class InflightCap(FrontTestCase):
                 ("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST")])
             self.assertEqual(r.status, 200, r)
             plain = self.fg.request("OPTIONS", "/api")  # not a preflight: it needs a slot
-            self.assertGenerated(plain, 429, "inflight_cap")
+            self.assertGenerated(plain, 503, "inflight_cap")
         finally:
             for h in held:
                 h.release()
@@ -143,7 +143,7 @@ class UpgradeOffers(FrontTestCase):
         try:
             r = self.fg.request("GET", "/echo", headers=[("Connection", "upgrade"),
                                                          ("Upgrade", "anything/1")])
-            self.assertGenerated(r, 429, "inflight_cap")
+            self.assertGenerated(r, 503, "inflight_cap")
         finally:
             for h in held:
                 self.assertEqual(h.release().status, 200)

@@ -89,7 +89,7 @@ inline constexpr std::array<ReasonInfo, kReasonCount> kReasons{{
      "active health checks marked every backend of the upstream down"},
     {"buffers_exhausted", 503, "Service Unavailable",
      "the proxy's buffer memory is at server.max_buffers_per_reactor"},
-    {"inflight_cap", 429, "Too Many Requests",
+    {"inflight_cap", 503, "Service Unavailable",
      "the proxy is at resilience.inflight.max_inflight requests in flight"},
     {"memory_pressure", 503, "Service Unavailable",
      "the host's available memory is below resilience.memory_guard.min_available"},

@@ -1,7 +1,7 @@
 // The front in-flight cap ([resilience.inflight], seed 002 "Admission"): one process-wide limit
 // on requests in flight, checked first in the chain, before routing or any other per-request
 // work beyond one atomic operation and the exemption check. Over the cap the request is answered
-// 429 inflight_cap with Retry-After at once: the cheapest refusal there is, so that a backlog of
+// 503 inflight_cap with Retry-After at once: the cheapest refusal there is, so that a backlog of
 // requests that will be refused cannot eat the CPU that admitted ones need.
 //
 // Three pieces, each usable alone:

@@ -24,7 +24,7 @@ namespace floodgate::resilience {
 enum class Mode { enforce, shadow };
 
 // [resilience.inflight]: one cap on requests in flight for the whole process, checked before
-// any other per-request work. 429 inflight_cap with Retry-After when full.
+// any other per-request work. 503 inflight_cap with Retry-After when full.
 struct InflightParams {
   // "auto" = max(32, 4 x (reactors + the sum of every pool's capacity)), resolved when a
   // generation is built; otherwise `max_inflight` (0 = no cap). FLOODGATE_MAX_INFLIGHT

@@ -152,6 +152,17 @@ TEST(RequestParser, AnExtensionMethodSplitAtEveryBoundaryGivesTheSameFacts) {
   EXPECT_EQ(whole.parser().method_name(), "VERSION-CONTROL");
 }
 
+TEST(RequestParser, AnExtensionMethodAfterEmptyLinesIsParsed) {
+  const std::string req = "\r\n\r\nQUERY /q HTTP/1.1\r\nHost: a\r\n\r\n";
+  Message m(kRequest, req);
+  ASSERT_EQ(m.parse_head(), Result::head_done);
+  EXPECT_EQ(m.parser().method_name(), "QUERY");
+  EXPECT_EQ(m.parser().target(), "/q");
+  Message bytewise(kRequest, req);
+  ASSERT_EQ(bytewise.parse_head_in_steps(1), Result::head_done);
+  EXPECT_EQ(facts_of(bytewise), facts_of(m));
+}
+
 TEST(RequestParser, AKnownMethodIsNotAnExtension) {
   Message m(kRequest, "PROPFIND /dav HTTP/1.1\r\nHost: a\r\n\r\n");
   ASSERT_EQ(m.parse_head(), Result::head_done);

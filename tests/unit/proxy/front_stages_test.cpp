@@ -154,7 +154,7 @@ TEST_F(FrontChain, AdmittedExchangesHoldASlotEachUntilTheyEnd) {
   EXPECT_EQ(ex[0].tickets.size(), 1u);
 }
 
-TEST_F(FrontChain, ExchangeBeyondTheCapIsRefused429InflightCap) {
+TEST_F(FrontChain, ExchangeBeyondTheCapIsRefused503InflightCap) {
   build(2);
   std::array<Exchange, 3> ex;
   run(ex[0], request("GET"));
@@ -162,7 +162,7 @@ TEST_F(FrontChain, ExchangeBeyondTheCapIsRefused429InflightCap) {
   const Decision d = run(ex[2], request("GET"));
   EXPECT_EQ(d.verdict, Verdict::stop);
   EXPECT_EQ(d.reason, Reason::inflight_cap);
-  EXPECT_EQ(status_of(d), 429);
+  EXPECT_EQ(status_of(d), 503);
   EXPECT_EQ(state->inflight.in_flight(), 2);  // the refused one holds nothing
   EXPECT_EQ(ex[2].tickets.size(), 0u);
 }
@@ -177,7 +177,7 @@ TEST_F(FrontChain, CapAnswerCarriesRetryAfterAndItsReasonInBothConnectionVariant
   for (const bool close : {false, true}) {
     SCOPED_TRACE(close ? "close" : "keep-alive");
     const std::string_view bytes = d.answer->bytes(close);
-    EXPECT_TRUE(bytes.starts_with("HTTP/1.1 429 Too Many Requests\r\n")) << bytes;
+    EXPECT_TRUE(bytes.starts_with("HTTP/1.1 503 Service Unavailable\r\n")) << bytes;
     EXPECT_TRUE(contains(bytes, "\r\nRetry-After: 3\r\n")) << bytes;
     EXPECT_TRUE(contains(bytes, "\r\nX-Floodgate-Reason: inflight_cap\r\n")) << bytes;
     EXPECT_EQ(contains(bytes, "\r\nConnection: close\r\n"), close) << bytes;

@@ -74,6 +74,22 @@ TEST(FailureWindow, ACallerWhoseLoopTimeLagsCountsTheSlicesAheadOfIt) {
   EXPECT_EQ(w.window.counts(lagging), (Counts{.requests = 3, .failures = 3}));
 }
 
+// Slice numbers count from the clock's epoch (boot, for the steady clock): past half the tag
+// period (2^19 slices, about 6 days of uptime with 1 s slices) an empty bucket's tag 0 reads
+// as a later slice than the current one, and must still restart.
+TEST(FailureWindow, CountsFromAnUptimePastHalfTheTagPeriod) {
+  for (const auto uptime : {std::chrono::seconds((1 << 19) + 5), std::chrono::seconds(7 * 86400),
+                            std::chrono::seconds(10 * 86400)}) {
+    Window w;
+    w.clock.set(Clock::time_point{} + uptime);
+    w.add(3, true);
+    EXPECT_EQ(w.counts(), (Counts{.requests = 3, .failures = 3})) << uptime.count();
+    w.window.clear();
+    w.add(2, false);
+    EXPECT_EQ(w.counts(), (Counts{.requests = 2, .failures = 0})) << uptime.count();
+  }
+}
+
 TEST(FailureWindow, ClearForgetsEveryCount) {
   Window w;
   w.add(5, true);

@@ -98,6 +98,19 @@ TEST(RetryBudget, TheWindowIsAMultipleOfTenTicksAndAtLeastTen) {
   EXPECT_EQ(RetryBudget(10).window(), 10s);
 }
 
+// Slice numbers count from the clock's epoch (boot, for the steady clock): past half the tag
+// period (2^23 slices, about 97 days of uptime with 1 s slices) an empty bucket's tag 0 reads
+// as a later slice than the current one, and must still restart.
+TEST(RetryBudget, CountsAndRetriesFromAnUptimePastHalfTheTagPeriod) {
+  for (const auto uptime : {std::chrono::seconds((1 << 23) + 5), std::chrono::seconds(120 * 86400)}) {
+    Fixture f(20);
+    f.clock.set(Clock::time_point{} + uptime);
+    f.primaries(100);  // floor(100 x 20 / 100) + 1 = 21
+    EXPECT_EQ(f.budget.allowance(f.now()), 21u) << uptime.count();
+    EXPECT_EQ(f.drain(), 21u) << uptime.count();
+  }
+}
+
 // --- ratio 0: one retry per window ---
 
 TEST(RetryBudget, RatioZeroAdmitsOneRetryPerWindow) {
