@@ -15,7 +15,10 @@ uint64_t since(uint64_t now, uint64_t before) {
 std::string upstream_name(std::size_t slot, std::span<const std::string> pool_names) {
   if (slot == ReactorMetrics::kUnroutedSlot) return "-";
   const std::size_t id = slot - 1;
-  return id < pool_names.size() ? pool_names[id] : "#" + std::to_string(id);
+  if (id < pool_names.size()) return pool_names[id];
+  std::string unnamed(1, '#');  // appended, not "#" + string: GCC 12's -Wrestrict false positive
+  unnamed += std::to_string(id);
+  return unnamed;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ namespace {
 
 // error_detail() strings for the refusals this layer adds to llhttp's.
 constexpr const char* kHttp09 = "HTTP/0.9 request line (no HTTP-version)";
+constexpr const char* kNoTarget = "request line without a request-target";
 constexpr const char* kEmptyName = "empty field name";
 constexpr const char* kObsFold = "obsolete line folding";
 constexpr const char* kBareLf = "bare LF line ending";
@@ -348,6 +349,9 @@ Parser::Result Parser::parse_head(std::size_t end) {
     return refuse(Reason::header_too_large, "header section exceeds max_header_bytes");
   }
   if (!head_done_) return Result::need_more;
+  // llhttp 8.1 ends a request line with an empty target at its LF ("CONNECT \n"), reporting
+  // no target at all: no request line floodgate can forward.
+  if (line_end_ < 2) return refuse(Reason::bad_request, kNoTarget);
   // llhttp rejects a bare LF after a field line but accepts one after the request line and
   // as the final empty line; refuse those too, so every line of a request ends in CRLF.
   if (base_[line_end_ - 2] != '\r' || base_[head_end_ - 2] != '\r') {

@@ -163,6 +163,15 @@ TEST(RequestParser, AnExtensionMethodAfterEmptyLinesIsParsed) {
   EXPECT_EQ(facts_of(bytewise), facts_of(m));
 }
 
+// Found by the request fuzzer: llhttp 8.1 takes "CONNECT \n" as a request line whose target
+// is empty and reports no target; floodgate has no request line to forward.
+TEST(RequestParser, ARequestLineWithAnEmptyTargetIsRefused) {
+  EXPECT_EQ(head_error("CONNECT \n\n"), Reason::bad_request);
+  EXPECT_EQ(head_error("\n\n\nCONNECT \n\n\n"), Reason::bad_request);
+  EXPECT_EQ(head_error("QUERY \n\n"), Reason::bad_request);
+  EXPECT_EQ(head_error("GET \r\n\r\n"), Reason::bad_request);
+}
+
 TEST(RequestParser, AKnownMethodIsNotAnExtension) {
   Message m(kRequest, "PROPFIND /dav HTTP/1.1\r\nHost: a\r\n\r\n");
   ASSERT_EQ(m.parse_head(), Result::head_done);
