@@ -51,43 +51,34 @@ void render_durations(PrometheusWriter& w, Shards shards, Names names) {
   }
 }
 
+// One unlabelled sample: a field of every reactor's shard, summed.
+template <class Metric>
+void render_sum(PrometheusWriter& w, Shards shards, std::string_view name, std::string_view help,
+                MetricType type, const Metric ReactorMetrics::*field) {
+  decltype((shards.front()->*field).value()) total = 0;
+  for (const ReactorMetrics* shard : shards) total += (shard->*field).value();
+  w.header(name, help, type);
+  w.sample(name, {}, total);
+}
+
 void render_connections(PrometheusWriter& w, Shards shards) {
-  constexpr std::string_view kName = "floodgate_client_connections";
-  w.header(kName, "Open client connections.", MetricType::gauge);
-  int64_t total = 0;
-  for (const ReactorMetrics* shard : shards) {
-    total += shard->client_connections.value();
-  }
-  w.sample(kName, {}, total);
-  constexpr std::string_view kAccepted = "floodgate_accepted_connections_total";
-  w.header(kAccepted, "Client connections accepted, on all listeners.", MetricType::counter);
-  uint64_t accepted = 0;
-  for (const ReactorMetrics* shard : shards) accepted += shard->accepted_connections.value();
-  w.sample(kAccepted, {}, accepted);
-  constexpr std::string_view kSendTimeouts = "floodgate_client_send_timeouts_total";
-  w.header(kSendTimeouts,
-           "Client connections closed because the client took no byte of a response for "
-           "server.send_timeout.",
-           MetricType::counter);
-  uint64_t send_timeouts = 0;
-  for (const ReactorMetrics* shard : shards) send_timeouts += shard->send_timeouts.value();
-  w.sample(kSendTimeouts, {}, send_timeouts);
-  constexpr std::string_view kOpening = "floodgate_client_opening_connections";
-  w.header(kOpening,
-           "Client connections that have not completed their first request head (a TLS one: "
-           "its handshake too), bounded by server.max_opening_connections.",
-           MetricType::gauge);
-  int64_t opening = 0;
-  for (const ReactorMetrics* shard : shards) opening += shard->opening_connections.value();
-  w.sample(kOpening, {}, opening);
-  constexpr std::string_view kEvicted = "floodgate_client_opening_evictions_total";
-  w.header(kEvicted,
-           "Opening client connections closed to make room for a newer one at "
-           "server.max_opening_connections.",
-           MetricType::counter);
-  uint64_t evicted = 0;
-  for (const ReactorMetrics* shard : shards) evicted += shard->opening_evictions.value();
-  w.sample(kEvicted, {}, evicted);
+  render_sum(w, shards, "floodgate_client_connections", "Open client connections.",
+             MetricType::gauge, &ReactorMetrics::client_connections);
+  render_sum(w, shards, "floodgate_accepted_connections_total",
+             "Client connections accepted, on all listeners.", MetricType::counter,
+             &ReactorMetrics::accepted_connections);
+  render_sum(w, shards, "floodgate_client_send_timeouts_total",
+             "Client connections closed because the client took no byte of a response for "
+             "server.send_timeout.",
+             MetricType::counter, &ReactorMetrics::send_timeouts);
+  render_sum(w, shards, "floodgate_client_opening_connections",
+             "Client connections that have not completed their first request head (a TLS one: "
+             "its handshake too), bounded by server.max_opening_connections.",
+             MetricType::gauge, &ReactorMetrics::opening_connections);
+  render_sum(w, shards, "floodgate_client_opening_evictions_total",
+             "Opening client connections closed to make room for a newer one at "
+             "server.max_opening_connections.",
+             MetricType::counter, &ReactorMetrics::opening_evictions);
 }
 
 // The reactors' buffer pools, summed: blocks by state, bytes held, bytes given back by trimming.

@@ -521,7 +521,9 @@ void ClientConn::linger_close() {
 // the opening connections'). At the cap the handshake ends with an internal_error alert (it
 // cannot be answered with an HTTP status before TLS); in shadow mode it goes on and the
 // would-be refusal is counted.
-bool ClientConn::on_tls_hello() noexcept { return admit_handshake(); }
+bool ClientConn::on_tls_hello() noexcept {
+  return admit_handshake();
+}
 
 // nginx answers "400 The plain HTTP request was sent to HTTPS port"; floodgate answers its
 // plain_http_to_tls 400 (prebuilt), counted like every generated answer, then closes.

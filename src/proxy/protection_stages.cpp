@@ -30,8 +30,8 @@ class BrownoutStage final : public Stage {
     // the pressure brownout relieves: they neither judge it nor are shed.
     if (ex.exempt_from_inflight(exemptions_)) return Decision::go();
     const resilience::AdaptiveLimiter& adaptive = state_->adaptive;
-    // A ceiling at the front cap is the cap, whose own 503 inflight_cap governs there: brownout measures a
-    // ceiling below it (lowered by the controller, or a max_limit of its own).
+    // A ceiling at the front cap is the cap, whose own 503 inflight_cap governs there: brownout
+    // measures a ceiling below it (lowered by the controller, or a max_limit of its own).
     const uint32_t ceiling = adaptive.ceiling();
     const uint32_t measured = front_cap_ != 0 && ceiling >= front_cap_ ? 0 : ceiling;
     const bool active =

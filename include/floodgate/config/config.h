@@ -41,7 +41,7 @@ struct Diagnostic {
 };
 
 struct LoadResult {
-  std::optional<Config> config;  // set when there are no errors (warnings allowed)
+  std::optional<Config> config;         // set when there are no errors (warnings allowed)
   std::vector<Diagnostic> diagnostics;  // errors and warnings, in source order
   // Notes (Severity::note), in source order: printed by `floodgate check` only, never at start-up
   // or on a reload, where they would repeat what the operator wrote on every load.

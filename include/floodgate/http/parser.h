@@ -159,7 +159,7 @@ class Parser {
   uint32_t kinds_seen_ = 0;
   uint32_t ext_method_off_ = 0;  // a method llhttp does not know: where it starts (after any
   uint8_t ext_method_len_ = 0;   // empty lines) and its length
-  bool method_seen_ = false;    // the request line's method was given to llhttp
+  bool method_seen_ = false;     // the request line's method was given to llhttp
   bool in_head_ = false;
   bool in_value_ = false;
   bool head_done_ = false;

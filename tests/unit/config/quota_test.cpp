@@ -788,9 +788,10 @@ INSTANTIATE_TEST_SUITE_P(
                                 "an upstream name cannot be empty; write the name of an "
                                 "[[upstreams]] entry, e.g. \"app\"")},
         QuotaError{"unknown_key", kPolicies, valid_policy("limit = 5"),
-                   policy_error(5, 1, ".limit",
-                                "unknown key 'limit' in [[resilience.quota.policies]]; expected "
-                                "one of: name, route_allowlist, selector, missing_key, burst, sustained")}),
+                   policy_error(
+                       5, 1, ".limit",
+                       "unknown key 'limit' in [[resilience.quota.policies]]; expected "
+                       "one of: name, route_allowlist, selector, missing_key, burst, sustained")}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(

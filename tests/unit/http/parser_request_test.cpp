@@ -125,8 +125,7 @@ TEST(RequestParser, HeadInProgressAsksForMore) {
 }
 
 TEST(RequestParser, AnExtensionMethodIsParsedAndKeptAsSent) {
-  const std::string query =
-      "QUERY /search HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello";
+  const std::string query = "QUERY /search HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello";
   Message m(kRequest, query);
   ASSERT_EQ(m.parse_head(), Result::head_done);
   const Parser& p = m.parser();
@@ -185,14 +184,12 @@ TEST(RequestParser, AMethodThatIsNotATokenOrTooLongIsRefused) {
   EXPECT_EQ(head_error("QUERY\t/ HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
   EXPECT_EQ(head_error(std::string(33, 'M') + " / HTTP/1.1\r\nHost: a\r\n\r\n"),
             Reason::bad_request);
-  EXPECT_EQ(head_error(std::string(32, 'M') + " / HTTP/1.1\r\nHost: a\r\n\r\n"),
-            Reason::none);
+  EXPECT_EQ(head_error(std::string(32, 'M') + " / HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::none);
   EXPECT_EQ(head_error(" / HTTP/1.1\r\nHost: a\r\n\r\n"), Reason::bad_request);
 }
 
 TEST(RequestParser, APipelinedExtensionMethodAfterAKnownOneIsParsed) {
-  const std::string two =
-      "GET /a HTTP/1.1\r\nHost: a\r\n\r\nQUERY /b HTTP/1.1\r\nHost: a\r\n\r\n";
+  const std::string two = "GET /a HTTP/1.1\r\nHost: a\r\n\r\nQUERY /b HTTP/1.1\r\nHost: a\r\n\r\n";
   Message m(kRequest, two);
   ASSERT_EQ(m.parse_head(), Result::head_done);
   EXPECT_EQ(m.parser().method_name(), "GET");

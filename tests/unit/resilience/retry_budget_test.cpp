@@ -102,7 +102,8 @@ TEST(RetryBudget, TheWindowIsAMultipleOfTenTicksAndAtLeastTen) {
 // period (2^23 slices, about 97 days of uptime with 1 s slices) an empty bucket's tag 0 reads
 // as a later slice than the current one, and must still restart.
 TEST(RetryBudget, CountsAndRetriesFromAnUptimePastHalfTheTagPeriod) {
-  for (const auto uptime : {std::chrono::seconds((1 << 23) + 5), std::chrono::seconds(120 * 86400)}) {
+  for (const auto uptime :
+       {std::chrono::seconds((1 << 23) + 5), std::chrono::seconds(120 * 86400)}) {
     Fixture f(20);
     f.clock.set(Clock::time_point{} + uptime);
     f.primaries(100);  // floor(100 x 20 / 100) + 1 = 21
