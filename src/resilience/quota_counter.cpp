@@ -122,6 +122,29 @@ void QuotaCell::reset() noexcept {
   unlock();
 }
 
+void QuotaCell::absorb(const QuotaCell& from) noexcept {
+  while (!from.lock()) {
+  }
+  const Window burst = from.burst_;
+  const Window sustained = from.sustained_;
+  const uint32_t ends_s = from.ends_s_;
+  from.unlock();
+  const auto add = [](Window& to, const Window& w) {
+    if (w.count == 0) return;
+    if (to.count == 0 || w.index > to.index) {
+      to = w;  // the duplicate counted a later window (or this one counted none)
+    } else if (w.index == to.index) {
+      to.count += w.count;
+    }
+  };
+  while (!lock()) {
+  }
+  add(burst_, burst);
+  add(sustained_, sustained);
+  ends_s_ = std::max(ends_s_, ends_s);
+  unlock();
+}
+
 QuotaTable::QuotaTable(uint32_t max_live) : table_(max_live) {}
 
 QuotaDecision QuotaTable::decide(const Digest& key, Clock::time_point now,

@@ -189,13 +189,22 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Wo
     const uint32_t word = s.word.load(std::memory_order_seq_cst);
     if (status(word) != kLive || !holds(s, word, id)) continue;
     if (n < my_distance) {  // the other one stays: this one goes
-      retire(mine.slot, mine.word);
+      if (retire(mine.slot, mine.word)) keep_counts(s.cell, *mine.cell);
       return {&s.cell, i, word};
     }
     if (!current(mine)) return mine;  // this one went meanwhile: the caller looks again
-    retire(i, word);
+    if (retire(i, word)) keep_counts(*mine.cell, s.cell);
   }
   return mine;
+}
+
+// A duplicate bucket was retired (by this thread alone: its retire won): a quota's counts in it
+// move to the bucket that stays, or a decision another thread allowed there in the meantime
+// would be forgotten and the identity could pass its limit. A rate limit's token bucket is
+// left as it is (a token or two of one identity's burst, at its first requests).
+template <class Cell>
+void BucketTable<Cell>::keep_counts(Cell& stays, const Cell& retired) noexcept {
+  if constexpr (requires { stays.absorb(retired); }) stays.absorb(retired);
 }
 
 // Makes slot `i` dead when it still is the live bucket of `word`.

@@ -76,6 +76,10 @@ class QuotaCell {
   bool idle_for(Clock::time_point now, std::chrono::nanoseconds ttl) const noexcept;
   // Empty, as if never counted in (a reused table slot). Only while no one else uses it.
   void reset() noexcept;
+  // Adds the counts of `from`, a bucket of the same identity made at the same time and just
+  // retired as the duplicate (BucketTable::settle), so that what was counted there stays
+  // counted: a decision allowed on the duplicate before it went is not lost.
+  void absorb(const QuotaCell& from) noexcept;
 
  private:
   struct Window {

@@ -148,6 +148,7 @@ class BucketTable {
   Entry claim(uint32_t slot, uint32_t word, const Words& id, uint32_t home, uint32_t used) noexcept;
   Entry settle(Entry mine, const Words& id, uint32_t home) noexcept;
   bool retire(uint32_t slot, uint32_t word) noexcept;
+  static void keep_counts(Cell& stays, const Cell& retired) noexcept;
 
   const uint32_t max_live_;
   const uint32_t mask_;    // slots - 1 (a power of two)
