@@ -21,7 +21,8 @@ after --ramp seconds), the honest client runs for --duration seconds: --honest-p
 --honest-tls threads, each sending sequential GET / on a new connection (Connection: close),
 --honest-rate requests per second per thread (0: back to back), each with a --timeout budget
 for connect, handshake and the whole response. Each answer is counted as ok (2xx), refused
-(any other status, by status) or an error (timeout, reset, TLS failure..., by kind);
+(any other status, by status and floodgate's X-Floodgate-Reason when there is one, e.g.
+"503 inflight_cap") or an error (timeout, reset, TLS failure..., by kind);
 latency is from connect to the last byte, p99 over the ok answers.
 
 Every (attack, proxy) run has a fresh Stack (backend and that one proxy), stopped with its
@@ -128,6 +129,12 @@ def parse_args(argv=None):
 def parse_head(data):
     """(status, content_length or None, head_length) of a response starting DATA, or None
     while its head is incomplete. status is 0 when the first line is not an HTTP status."""
+    parsed = parse_head_reason(data)
+    return parsed and parsed[:3]
+
+
+def parse_head_reason(data):
+    """parse_head's figures and the X-Floodgate-Reason value ("" when absent), or None."""
     end = data.find(b"\r\n\r\n")
     if end < 0:
         return None
@@ -135,12 +142,15 @@ def parse_head(data):
     parts = lines[0].split()
     status = int(parts[1]) if (len(parts) >= 2 and parts[0].startswith("HTTP/")
                                and parts[1].isdigit()) else 0
-    length = None
+    length, reason = None, ""
     for line in lines[1:]:
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length" and value.strip().isdigit():
+        name = name.strip().lower()
+        if name == "content-length" and value.strip().isdigit():
             length = int(value.strip())
-    return status, length, end + 4
+        elif name == "x-floodgate-reason":
+            reason = value.strip()
+    return status, length, end + 4, reason
 
 
 def percentile(values, pct):
@@ -353,7 +363,7 @@ def tls_context():
 
 def one_request(port, ctx, timeout):
     """One GET / on a new connection within TIMEOUT seconds: ("ok", status), ("refused",
-    status) or ("error", kind)."""
+    "status reason") or ("error", kind)."""
     deadline = time.monotonic() + timeout
 
     def left():
@@ -385,7 +395,10 @@ def one_request(port, ctx, timeout):
         status, length, head_len = parsed
         if length is not None and len(data) < head_len + length:
             return "error", "truncated"
-        return ("ok" if 200 <= status < 300 else "refused"), status
+        if 200 <= status < 300:
+            return "ok", status
+        reason = parse_head_reason(data)[3]
+        return "refused", f"{status} {reason}" if reason else status
     except socket.timeout:
         return "error", "timeout"
     except ConnectionRefusedError:

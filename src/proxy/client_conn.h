@@ -98,6 +98,9 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // the output, its connection given back): the pool slot and the stages' tickets go back now,
   // while the client may still be reading (Exchange::release_admission).
   void on_backend_done() noexcept { ex_.release_admission(); }
+  // The attempt holds all it can of the response (output and backend buffers full) and waits
+  // on the client alone: the client sets the pace (Exchange::release_tickets).
+  void on_client_paced() noexcept { ex_.release_tickets(); }
   // The response is complete: the exchange ends, then the connection goes on or closes.
   void on_response_done(bool close);
   // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with

@@ -11,8 +11,9 @@ namespace {
 // How many times a taker tries a cell's flag before it gives up (QuotaVerdict::busy). The flag
 // is held for a few loads and stores: only a holder descheduled by the kernel keeps it longer.
 constexpr int kFlagTries = 4096;
-// A decision whose bucket was reclaimed under it looks up again, at most this many times.
-constexpr int kLookups = 3;
+// A decision whose bucket went under it (reclaimed, or retired as a duplicate) looks up again,
+// at most this many times; then it is `busy` (each lost look-up means another thread moved on).
+constexpr int kLookups = 8;
 
 int64_t ms_of(QuotaCell::Clock::time_point t) noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -53,13 +54,12 @@ bool QuotaCell::lock() const noexcept {
   return false;
 }
 
-QuotaDecision QuotaCell::take(Clock::time_point now, const QuotaLimits& limits) noexcept {
+QuotaDecision QuotaCell::take_locked(Clock::time_point now, const QuotaLimits& limits) noexcept {
   const int64_t now_ms = ms_of(now);
   const bool has_burst = limits.burst_requests != 0;
   const bool has_sustained = limits.sustained_requests != 0;
   const uint32_t b = has_burst ? index_of(now_ms, limits.burst_window) : 0;
   const uint32_t s = has_sustained ? index_of(now_ms, limits.sustained_window) : 0;
-  if (!lock()) return {.verdict = QuotaVerdict::busy};
   // A window counted in an earlier index is over: it counts from zero.
   const uint32_t b_used = has_burst && burst_.index == b ? burst_.count : 0;
   const uint32_t s_used = has_sustained && sustained_.index == s ? sustained_.count : 0;
@@ -85,27 +85,23 @@ QuotaDecision QuotaCell::take(Clock::time_point now, const QuotaLimits& limits) 
     const auto ends_s = static_cast<uint32_t>(std::min<int64_t>((ends + 999) / 1000, UINT32_MAX));
     ends_s_ = std::max(ends_s_, ends_s);
   }
+  return d;
+}
+
+QuotaDecision QuotaCell::take(Clock::time_point now, const QuotaLimits& limits) noexcept {
+  if (!lock()) return {.verdict = QuotaVerdict::busy};
+  const QuotaDecision d = take_locked(now, limits);
   unlock();
   return d;
 }
 
-void QuotaCell::give_back(Clock::time_point taken_at, const QuotaLimits& limits) noexcept {
-  const int64_t ms = ms_of(taken_at);
-  if (!lock()) return;  // a lost give-back only over-counts, never under-counts
-  if (limits.burst_requests != 0 && burst_.index == index_of(ms, limits.burst_window) &&
-      burst_.count > 0) {
-    --burst_.count;
-  }
-  if (limits.sustained_requests != 0 && sustained_.index == index_of(ms, limits.sustained_window) &&
-      sustained_.count > 0) {
-    --sustained_.count;
-  }
-  unlock();
+bool QuotaCell::idle_locked(Clock::time_point now, std::chrono::nanoseconds) const noexcept {
+  return ms_of(now) >= int64_t{ends_s_} * 1000;
 }
 
-bool QuotaCell::idle_for(Clock::time_point now, std::chrono::nanoseconds) const noexcept {
+bool QuotaCell::idle_for(Clock::time_point now, std::chrono::nanoseconds ttl) const noexcept {
   if (!lock()) return false;  // in use: not idle
-  const bool over = ms_of(now) >= int64_t{ends_s_} * 1000;
+  const bool over = idle_locked(now, ttl);
   unlock();
   return over;
 }
@@ -122,14 +118,16 @@ void QuotaCell::reset() noexcept {
   unlock();
 }
 
-void QuotaCell::absorb(const QuotaCell& from) noexcept {
-  while (!from.lock()) {
+QuotaCell::Counts QuotaCell::counts() const noexcept {
+  while (!lock()) {
   }
-  const Window burst = from.burst_;
-  const Window sustained = from.sustained_;
-  const uint32_t ends_s = from.ends_s_;
-  from.unlock();
-  const auto add = [](Window& to, const Window& w) {
+  const Counts c{.burst = burst_, .sustained = sustained_, .ends_s = ends_s_};
+  unlock();
+  return c;
+}
+
+void QuotaCell::add_locked(const Counts& c) noexcept {
+  const auto add_window = [](Window& to, const Window& w) {
     if (w.count == 0) return;
     if (to.count == 0 || w.index > to.index) {
       to = w;  // the duplicate counted a later window (or this one counted none)
@@ -137,12 +135,9 @@ void QuotaCell::absorb(const QuotaCell& from) noexcept {
       to.count += w.count;
     }
   };
-  while (!lock()) {
-  }
-  add(burst_, burst);
-  add(sustained_, sustained);
-  ends_s_ = std::max(ends_s_, ends_s);
-  unlock();
+  add_window(burst_, c.burst);
+  add_window(sustained_, c.sustained);
+  ends_s_ = std::max(ends_s_, c.ends_s);
 }
 
 QuotaTable::QuotaTable(uint32_t max_live) : table_(max_live) {}
@@ -152,14 +147,10 @@ QuotaDecision QuotaTable::decide(const Digest& key, Clock::time_point now,
   for (int n = 0; n < kLookups; ++n) {
     const auto e = table_.find_or_insert(key);
     if (!e) return {.verdict = QuotaVerdict::table_full};
-    const QuotaDecision d = e.cell->take(now, limits);
-    if (!table_.current(e)) {  // reclaimed while deciding: that count was not this identity's
-      if (d.verdict == QuotaVerdict::allowed) e.cell->give_back(now, limits);
-      continue;
-    }
-    return d;
+    // Nothing when the bucket went between the look-up and the take: it counted nothing there.
+    if (const auto d = e.cell->take_if(now, limits, [&] { return table_.current(e); })) return *d;
   }
-  return {.verdict = QuotaVerdict::table_full};
+  return {.verdict = QuotaVerdict::busy};
 }
 
 uint32_t QuotaTable::reclaim(Clock::time_point now) noexcept {

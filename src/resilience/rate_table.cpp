@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "floodgate/core/cpu_relax.h"
 #include "floodgate/resilience/quota_counter.h"
 
 namespace floodgate::resilience {
@@ -13,11 +14,22 @@ namespace {
 // How many times a thread looks again after another thread won the race for the slot it chose
 // (each lost race means another thread made progress) before it gives up.
 constexpr int kClaimTries = 4;
+// How deep keep_counts may go making a bucket for counts whose bucket went too (each level needs
+// another duplicate made in the same instant).
+constexpr int kKeepDepth = 2;
+// How many times a look-up re-reads a slot whose bucket is being made before it gives up on it
+// (making it takes a few stores and one pass over the window: well under this, unless the maker
+// was descheduled).
+constexpr int kMakingSpins = 2048;
 
 std::array<uint64_t, 4> words_of(const Digest& d) noexcept {
   std::array<uint64_t, 4> w{};
   std::memcpy(w.data(), d.data(), sizeof(w));
   return w;
+}
+
+uint32_t home_of(const std::array<uint64_t, 4>& id, uint32_t mask) noexcept {
+  return static_cast<uint32_t>(id[0]) & mask;  // SHA-256 bits are uniform: any four bytes index
 }
 
 }  // namespace
@@ -35,13 +47,6 @@ uint32_t BucketTable<Cell>::millis(Clock::time_point t) noexcept {
   return static_cast<uint32_t>(ms.count());  // wraps: only differences are used
 }
 
-template <class Cell>
-uint32_t BucketTable<Cell>::home(const Digest& id) const noexcept {
-  uint32_t h = 0;
-  std::memcpy(&h, id.data(), sizeof(h));  // SHA-256 bits are uniform: any four bytes index
-  return h & mask_;
-}
-
 // The seqlock read: the digest counts only when the word around it did not move.
 template <class Cell>
 bool BucketTable<Cell>::holds(const Slot& s, uint32_t word, const Words& id) const noexcept {
@@ -50,7 +55,7 @@ bool BucketTable<Cell>::holds(const Slot& s, uint32_t word, const Words& id) con
     same = same && s.id[i].load(std::memory_order_relaxed) == id[i];
   }
   std::atomic_thread_fence(std::memory_order_acquire);
-  return same && s.word.load(std::memory_order_relaxed) == word;
+  return same && same_bucket(s.word.load(std::memory_order_relaxed), word);
 }
 
 // The whole window, unless the identity's bucket comes first: a bucket can be past a free slot
@@ -66,7 +71,12 @@ typename BucketTable<Cell>::Look BucketTable<Cell>::look(const Words& id, uint32
   for (uint32_t n = 0; n < window_; ++n) {
     const uint32_t i = (home + n) & mask_;
     Slot& s = slots_[i];
-    const uint32_t word = s.word.load(std::memory_order_acquire);
+    uint32_t word = s.word.load(std::memory_order_acquire);
+    for (int spin = 0; making(word) && spin < kMakingSpins; ++spin) {
+      cpu_relax();  // a bucket being made: it may be this identity's
+      word = s.word.load(std::memory_order_acquire);
+    }
+    if (making(word)) continue;  // its maker was descheduled: see rate_table.h
     const uint32_t st = status(word);
     if (st == kLive && holds(s, word, id)) {
       l.found = {&s.cell, i, word};
@@ -95,31 +105,32 @@ typename BucketTable<Cell>::Look BucketTable<Cell>::look(const Words& id, uint32
 
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find(const Digest& digest) const noexcept {
-  return look(words_of(digest), home(digest), Clock::time_point{}, false).found;
+  const Words id = words_of(digest);
+  return look(id, home_of(id, mask_), Clock::time_point{}, false).found;
 }
 
 template <class Cell>
 bool BucketTable<Cell>::current(const Entry& e) const noexcept {
-  return slots_[e.slot].word.load(std::memory_order_acquire) == e.word;
+  return same_bucket(slots_[e.slot].word.load(std::memory_order_acquire), e.word);
 }
 
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_insert(const Digest& digest) noexcept {
-  return find_or_make(digest, Clock::time_point{}, false);
+  const Words id = words_of(digest);
+  return find_or_make(id, home_of(id, mask_), Clock::time_point{}, false, 0);
 }
 
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_evict(const Digest& digest,
                                                                    Clock::time_point now) noexcept {
-  return find_or_make(digest, now, true);
+  const Words id = words_of(digest);
+  return find_or_make(id, home_of(id, mask_), now, true, 0);
 }
 
 template <class Cell>
-typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_make(const Digest& digest,
-                                                                  Clock::time_point now,
-                                                                  bool evict) noexcept {
-  const Words id = words_of(digest);
-  const uint32_t h = home(digest);
+typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_make(const Words& id, uint32_t h,
+                                                                  Clock::time_point now, bool evict,
+                                                                  int depth) noexcept {
   const uint32_t ms = millis(now);
   for (int t = 0; t < kClaimTries; ++t) {
     const Look l = look(id, h, now, evict);
@@ -132,12 +143,12 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_make(const Digest& 
       return l.found;
     }
     if (l.free != kNone && reserve_live()) {
-      if (Entry e = claim(l.free, l.free_word, id, h, ms)) return e;
+      if (Entry e = claim(l.free, l.free_word, id, h, ms, depth)) return e;
       live_.fetch_sub(1, std::memory_order_relaxed);  // lost the slot: look again
       continue;
     }
     if (!evict || l.victim == kNone) return {};  // no room, and nothing to take over
-    if (Entry e = claim(l.victim, l.victim_word, id, h, ms)) {
+    if (Entry e = claim(l.victim, l.victim_word, id, h, ms, depth)) {
       e.evicted = true;  // the bucket stays live: the count does not change
       return e;
     }
@@ -160,7 +171,7 @@ bool BucketTable<Cell>::reserve_live() noexcept {
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::claim(uint32_t i, uint32_t word,
                                                            const Words& id, uint32_t home,
-                                                           uint32_t used) noexcept {
+                                                           uint32_t used, int depth) noexcept {
   Slot& s = slots_[i];
   const uint32_t busy = next_word(word, kBusy);
   if (!s.word.compare_exchange_strong(word, busy, std::memory_order_relaxed)) return {};
@@ -170,7 +181,7 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::claim(uint32_t i, uint32_t 
   s.used.store(used, std::memory_order_relaxed);
   const uint32_t live = next_word(busy, kLive);
   s.word.store(live, std::memory_order_seq_cst);  // before settle()'s look: see there
-  return settle({&s.cell, i, live}, id, home);
+  return settle({&s.cell, i, live}, id, home, depth);
 }
 
 // After `mine` was made live for `id`: another thread may have made the same identity a bucket
@@ -180,7 +191,7 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::claim(uint32_t i, uint32_t 
 // one of the two sees the other's.
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Words& id,
-                                                            uint32_t home) noexcept {
+                                                            uint32_t home, int depth) noexcept {
   const uint32_t my_distance = distance(home, mine.slot);
   for (uint32_t n = 0; n < window_; ++n) {
     const uint32_t i = (home + n) & mask_;
@@ -188,31 +199,55 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Wo
     Slot& s = slots_[i];
     const uint32_t word = s.word.load(std::memory_order_seq_cst);
     if (status(word) != kLive || !holds(s, word, id)) continue;
+    const Entry other{&s.cell, i, word};
     if (n < my_distance) {  // the other one stays: this one goes
-      if (retire(mine.slot, mine.word)) keep_counts(s.cell, *mine.cell);
-      return {&s.cell, i, word};
+      if (retire(mine.slot, mine.word)) keep_counts(*mine.cell, other, id, home, depth);
+      // Used only once settled: until then, the caller finds this one gone and looks again.
+      return settled(word) ? other : mine;
     }
     if (!current(mine)) return mine;  // this one went meanwhile: the caller looks again
-    if (retire(i, word)) keep_counts(*mine.cell, s.cell);
+    if (retire(i, word)) keep_counts(s.cell, mine, id, home, depth);
+  }
+  // The one bucket of the identity: settled, and from now on used. When it went meanwhile, the
+  // caller's use finds the word moved and looks again.
+  uint32_t word = mine.word;
+  if (slots_[mine.slot].word.compare_exchange_strong(word, mine.word | kSettled,
+                                                     std::memory_order_seq_cst)) {
+    mine.word |= kSettled;
   }
   return mine;
 }
 
-// A duplicate bucket was retired (by this thread alone: its retire won): a quota's counts in it
+// A duplicate bucket was retired (by this thread alone: its retire won). A quota's counts in it
 // move to the bucket that stays, or a decision another thread allowed there in the meantime
-// would be forgotten and the identity could pass its limit. A rate limit's token bucket is
-// left as it is (a token or two of one identity's burst, at its first requests).
+// would be forgotten and the identity could pass its limit. The cell's counts are read under its
+// flag after the retirement, and a take checks the slot's word under the same flag
+// (QuotaCell::take), so every count made there is read here and none after. The bucket that
+// stays may go too before they arrive (a third bucket of the identity, nearer its home, or the
+// sweep): QuotaCell::add then refuses them, and they go to the identity's bucket found (or made)
+// again. A rate limit's token bucket is left as it is (a token or two of one identity's burst,
+// at its first requests).
 template <class Cell>
-void BucketTable<Cell>::keep_counts(Cell& stays, const Cell& retired) noexcept {
-  if constexpr (requires { stays.absorb(retired); }) stays.absorb(retired);
+void BucketTable<Cell>::keep_counts(const Cell& retired, Entry stays, const Words& id,
+                                    uint32_t home, int depth) noexcept {
+  if constexpr (requires { retired.counts(); }) {
+    const auto counts = retired.counts();
+    for (int t = 0; t < kClaimTries; ++t) {
+      if (stays && stays.cell->add_if(counts, [&] { return current(stays); })) return;
+      stays = depth < kKeepDepth ? find_or_make(id, home, Clock::time_point{}, false, depth + 1)
+                                 : look(id, home, Clock::time_point{}, false).found;
+    }
+  }
 }
 
-// Makes slot `i` dead when it still is the live bucket of `word`.
+// Makes slot `i` dead when it still is the live bucket of `word` (settled since or not).
 template <class Cell>
 bool BucketTable<Cell>::retire(uint32_t i, uint32_t word) noexcept {
-  if (!slots_[i].word.compare_exchange_strong(
-          word, next_word(word, kDead), std::memory_order_release, std::memory_order_relaxed)) {
-    return false;
+  std::atomic<uint32_t>& w = slots_[i].word;
+  uint32_t seen = word;
+  while (!w.compare_exchange_weak(seen, next_word(seen, kDead), std::memory_order_release,
+                                  std::memory_order_relaxed)) {
+    if (!same_bucket(seen, word)) return false;  // another bucket's, or gone
   }
   live_.fetch_sub(1, std::memory_order_relaxed);
   return true;
@@ -224,7 +259,15 @@ uint32_t BucketTable<Cell>::reclaim(Clock::time_point now, std::chrono::nanoseco
   for (uint32_t i = 0; i <= mask_; ++i) {
     Slot& s = slots_[i];
     const uint32_t word = s.word.load(std::memory_order_acquire);
-    if (status(word) == kLive && s.cell.idle_for(now, ttl) && retire(i, word)) ++reclaimed;
+    if (status(word) != kLive || !settled(word)) continue;  // one being made is in use
+    const auto retire_it = [&] { return retire(i, word); };
+    bool gone = false;
+    if constexpr (requires { s.cell.retire_when_idle(now, ttl, retire_it); }) {
+      gone = s.cell.retire_when_idle(now, ttl, retire_it);  // no take between check and retire
+    } else {
+      gone = s.cell.idle_for(now, ttl) && retire_it();
+    }
+    if (gone) ++reclaimed;
   }
   return reclaimed;
 }

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "floodgate/resilience/identity_digest.h"
 #include "floodgate/resilience/params.h"
@@ -61,6 +62,16 @@ struct QuotaLimits {
 class QuotaCell {
  public:
   using Clock = std::chrono::steady_clock;
+  struct Window {
+    uint32_t index = 0;  // which window of its length the count is for (time / length)
+    uint32_t count = 0;
+  };
+  // What a bucket has counted, moved from a duplicate to the bucket that stays.
+  struct Counts {
+    Window burst{};
+    Window sustained{};
+    uint32_t ends_s = 0;
+  };
 
   QuotaCell() = default;
   QuotaCell(const QuotaCell&) = delete;
@@ -68,26 +79,56 @@ class QuotaCell {
 
   // Counts one request at `now` when every window has room; a denial counts nothing.
   QuotaDecision take(Clock::time_point now, const QuotaLimits& limits) noexcept;
-  // Takes back one request counted at `taken_at` (the table reclaimed the cell under the taker:
-  // rate_table.h), in each window that is still the one it was counted in.
-  void give_back(Clock::time_point taken_at, const QuotaLimits& limits) noexcept;
+  // The same, for a cell in a table slot, while `still()` (the table's: the slot still holds
+  // the bucket it was found as): nothing when it does not (the bucket was retired as a
+  // duplicate, reclaimed or reused: the caller looks the identity up again). `still` runs under
+  // the cell's flag, and every retirement reads or judges the cell under the flag after it
+  // moves the slot's word, so a count made here is either in this bucket or moved on with its
+  // counts (rate_table.h).
+  template <class Still>
+  std::optional<QuotaDecision> take_if(Clock::time_point now, const QuotaLimits& limits,
+                                       Still&& still) noexcept {
+    if (!lock()) return QuotaDecision{.verdict = QuotaVerdict::busy};
+    std::optional<QuotaDecision> d;
+    if (still()) d = take_locked(now, limits);
+    unlock();
+    return d;
+  }
   // Whether every window counted in has ended at `now` (`ttl` is not used: a quota bucket holds
-  // nothing once its windows are over). For the table's reclaim.
+  // nothing once its windows are over).
   bool idle_for(Clock::time_point now, std::chrono::nanoseconds ttl) const noexcept;
+  // Calls `retire` (the table's: moves the slot's word) when the cell is idle at `now`, under
+  // the cell's flag, so that no take counts in between (a take after it sees the word moved).
+  template <class Retire>
+  bool retire_when_idle(Clock::time_point now, std::chrono::nanoseconds ttl,
+                        Retire&& retire) noexcept {
+    if (!lock()) return false;  // in use: not idle
+    const bool gone = idle_locked(now, ttl) && retire();
+    unlock();
+    return gone;
+  }
   // Empty, as if never counted in (a reused table slot). Only while no one else uses it.
   void reset() noexcept;
-  // Adds the counts of `from`, a bucket of the same identity made at the same time and just
-  // retired as the duplicate (BucketTable::settle), so that what was counted there stays
-  // counted: a decision allowed on the duplicate before it went is not lost.
-  void absorb(const QuotaCell& from) noexcept;
+  // What the cell has counted (the table reads it from a duplicate it has just retired).
+  Counts counts() const noexcept;
+  // Adds `c`, the counts of a retired duplicate of the same identity, while `still()` (as for
+  // take_if); false when this bucket went too (the caller finds the one that stays).
+  template <class Still>
+  bool add_if(const Counts& c, Still&& still) noexcept {
+    while (!lock()) {
+    }
+    const bool here = still();
+    if (here) add_locked(c);
+    unlock();
+    return here;
+  }
 
  private:
-  struct Window {
-    uint32_t index = 0;  // which window of its length the count is for (time / length)
-    uint32_t count = 0;
-  };
   bool lock() const noexcept;  // bounded tries; false: busy
   void unlock() const noexcept { flag_.store(false, std::memory_order_release); }
+  QuotaDecision take_locked(Clock::time_point now, const QuotaLimits& limits) noexcept;
+  bool idle_locked(Clock::time_point now, std::chrono::nanoseconds ttl) const noexcept;
+  void add_locked(const Counts& c) noexcept;
 
   mutable std::atomic<bool> flag_{false};
   // Under flag_ only.

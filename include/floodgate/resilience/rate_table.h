@@ -35,14 +35,26 @@
 //     one that found no room). The winner writes the digest and a full bucket, then makes the
 //     slot live. The number of live buckets is reserved with a compare-and-swap before a free
 //     slot is taken, so it never passes max_live.
-//   - Two threads making the same new identity at once may take two slots. Each makes its slot
-//     live and then looks through the window again: of two buckets of one identity the one
-//     nearer its home stays and the other is made dead, by whichever thread sees both. Both make
-//     live and look with sequentially consistent operations, so at least one of the two sees the
-//     other's bucket: one bucket per identity remains.
+//   - A bucket being made is not used until it is settled: its slot is busy, then live but
+//     unsettled while its maker looks through the window for another bucket of the identity
+//     (below), then settled. A look-up that meets a slot in one of the first two states waits
+//     for it (a few hundred nanoseconds; a bounded spin), so two threads making the same new
+//     identity at once normally agree on one slot: the second finds the first's bucket. When
+//     the wait runs out (the maker was descheduled), the look-up goes on past that slot.
+//   - So two buckets of one identity can still be made at once: when a maker was descheduled,
+//     or each thread saw a different first free slot (one freed between their looks). Each
+//     makes its slot live and then looks through the window again: of two buckets of one
+//     identity the one nearer its home stays and the other is made dead, by whichever thread
+//     sees both. Both make live and look with sequentially consistent operations, so at least
+//     one of the two sees the other's bucket: one bucket per identity remains. A quota's counts
+//     in the one that goes move to the one that stays (keep_counts), and a maker settles its
+//     bucket only after that, so a decision on the settled bucket sees every count before it.
 //   - A reader may use a cell that another thread reclaims, takes over or makes dead at that
-//     very moment: it checks the slot's word afterwards (Entry::current) and, when it moved,
-//     undoes what it did and looks up again.
+//     very moment. A rate limit's reader checks the slot's word afterwards (Entry::current) and,
+//     when it moved, undoes what it did and looks up again. A quota's reader checks the word
+//     under the cell's flag before it counts (QuotaCell::take), and whoever retires the bucket
+//     reads or judges the cell under that flag after moving the word: a count is either in the
+//     bucket when it goes, and moves on with it, or not made.
 //   - A freed slot stays free (dead) until it is taken again: nothing moves buckets or tidies
 //     the table, so no reader has to agree with a tidier, and a look-up reads the whole window
 //     unless it finds the identity first.
@@ -95,7 +107,8 @@ class BucketTable {
   Entry find_or_evict(const Digest& id, Clock::time_point now) noexcept;
   // The bucket of `id` when there is one (no insertion).
   Entry find(const Digest& id) const noexcept;
-  // Whether `e` still is the bucket it was found as (not reclaimed or taken over since).
+  // Whether `e` still is the bucket it was found as (not reclaimed, taken over or retired since;
+  // settled since or not).
   bool current(const Entry& e) const noexcept;
   // Reclaims every bucket idle for `ttl` at `now`; returns how many.
   uint32_t reclaim(Clock::time_point now, std::chrono::nanoseconds ttl) noexcept;
@@ -106,9 +119,11 @@ class BucketTable {
   std::size_t bytes() const noexcept { return sizeof(Slot) * (mask_ + 1); }
 
  private:
-  // Status in the low two bits of a slot's word; the version in the rest. Empty and dead slots
-  // are both free; dead ones held a bucket (their version moved on, for Entry::current).
+  // Status in the low two bits of a slot's word, the settled mark (of a live bucket) in the
+  // third, the version in the rest. Empty and dead slots are both free; dead ones held a bucket
+  // (their version moved on, for Entry::current).
   static constexpr uint32_t kEmpty = 0, kBusy = 1, kLive = 2, kDead = 3;
+  static constexpr uint32_t kSettled = 4;
   static constexpr uint32_t kNone = ~uint32_t{0};  // no slot
 
   struct alignas(64) Slot {
@@ -134,21 +149,33 @@ class BucketTable {
   };
 
   static uint32_t status(uint32_t word) noexcept { return word & 3; }
+  static bool settled(uint32_t word) noexcept { return (word & kSettled) != 0; }
+  // Being made: busy, or live and not settled yet.
+  static bool making(uint32_t word) noexcept {
+    return status(word) == kBusy || (status(word) == kLive && !settled(word));
+  }
+  // Two words of one bucket: the same but for the settled mark (settling changes nothing else:
+  // not the digest, not the cell).
+  static bool same_bucket(uint32_t a, uint32_t b) noexcept {
+    return (a | kSettled) == (b | kSettled);
+  }
   static uint32_t next_word(uint32_t word, uint32_t status) noexcept {
-    return ((word & ~3u) + 4) | status;
+    return ((word & ~7u) + 8) | status;
   }
   static uint32_t millis(Clock::time_point t) noexcept;
-  uint32_t home(const Digest& id) const noexcept;
   // How far slot `i` is from `home` along the window.
   uint32_t distance(uint32_t home, uint32_t i) const noexcept { return (i - home) & mask_; }
   bool holds(const Slot& s, uint32_t word, const Words& id) const noexcept;
   Look look(const Words& id, uint32_t home, Clock::time_point now, bool evict) const noexcept;
-  Entry find_or_make(const Digest& id, Clock::time_point now, bool evict) noexcept;
+  Entry find_or_make(const Words& id, uint32_t home, Clock::time_point now, bool evict,
+                     int depth) noexcept;
   bool reserve_live() noexcept;
-  Entry claim(uint32_t slot, uint32_t word, const Words& id, uint32_t home, uint32_t used) noexcept;
-  Entry settle(Entry mine, const Words& id, uint32_t home) noexcept;
+  Entry claim(uint32_t slot, uint32_t word, const Words& id, uint32_t home, uint32_t used,
+              int depth) noexcept;
+  Entry settle(Entry mine, const Words& id, uint32_t home, int depth) noexcept;
   bool retire(uint32_t slot, uint32_t word) noexcept;
-  static void keep_counts(Cell& stays, const Cell& retired) noexcept;
+  void keep_counts(const Cell& retired, Entry stays, const Words& id, uint32_t home,
+                   int depth) noexcept;
 
   const uint32_t max_live_;
   const uint32_t mask_;    // slots - 1 (a power of two)

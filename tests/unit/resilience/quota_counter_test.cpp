@@ -1,7 +1,7 @@
 // The quota's fixed-window counters: `requests` per window and then a denial with the window and
 // its reset, both windows one decision (a denial counts in neither), windows aligned to the clock
 // (and the edge bound that follows), the table's bound and its reclaim of ended windows, and one
-// exact count when reactors decide on one identity at once.
+// exact count when reactors decide on one identity at once, from its first request on.
 #include "floodgate/resilience/quota_counter.h"
 
 #include <gtest/gtest.h>
@@ -154,6 +154,37 @@ TEST(QuotaTable, ReactorsDecidingOnOneIdentityAtOnceAllowExactlyTheLimit) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(allowed.load(), static_cast<int>(kLimit));
+}
+
+// Every reactor sends the first requests of a new identity at the same instant: the identity
+// gets one bucket, and the limit holds from its first request (no reactor decides on a bucket
+// of its own that the others do not see).
+TEST(QuotaTable, ReactorsMakingANewIdentityAtOnceAllowExactlyItsLimit) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 2;  // per identity: 8 requests against a limit of 3
+  constexpr uint32_t kIdentities = 400;
+  constexpr uint32_t kLimit = 3;
+  QuotaTable t;
+  const QuotaLimits l = burst(kLimit, 3600s);
+  std::vector<std::atomic<int>> allowed(kIdentities);
+  std::barrier each(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      for (uint32_t k = 0; k < kIdentities; ++k) {
+        each.arrive_and_wait();
+        for (int n = 0; n < kPerThread; ++n) {
+          QuotaDecision d = t.decide(key(k), kStart, l);
+          while (d.verdict == QuotaVerdict::busy) d = t.decide(key(k), kStart, l);
+          ASSERT_NE(d.verdict, QuotaVerdict::table_full);
+          if (d.verdict == QuotaVerdict::allowed) allowed[k].fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (uint32_t k = 0; k < kIdentities; ++k) EXPECT_EQ(allowed[k].load(), 3) << "identity " << k;
+  EXPECT_EQ(t.live(), kIdentities);
 }
 
 }  // namespace
