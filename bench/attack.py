@@ -460,7 +460,9 @@ def summarize(outcomes):
             "refused": sum(refused.values()), "errors": sum(errors.values()),
             "refused_by_status": dict(sorted(refused.items())),
             "errors_by_kind": dict(sorted(errors.items())),
-            "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99)}
+            "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
+            "max_ms": max(latencies, default=0.0),
+            "over_100ms": sum(1 for v in latencies if v > 100)}
 
 
 # --- one run --------------------------------------------------------------------------------
@@ -517,7 +519,8 @@ def progress(r):
     end = r["attack_end"]
     print(f"{r['attack']:14s} {r['proxy']:9s} ok {r['ok']}/{r['attempted']} "
           f"refused {r['refused_by_status'] or 0} errors {r['errors_by_kind'] or 0} "
-          f"p99 {r['p99_ms']:.1f} ms; attackers held {end.get('held', 0)}/"
+          f"p99 {r['p99_ms']:.1f} ms max {r['max_ms']:.0f} ms ({r['over_100ms']} over 100 ms); "
+          f"attackers held {end.get('held', 0)}/"
           f"{end.get('slots', 0)}, closed by the proxy {end.get('closed_by_proxy', 0)}, "
           f"ready after {r['attack_ready'].get('after_s', '-')} s",
           file=sys.stderr, flush=True)

@@ -105,6 +105,7 @@ constexpr auto kKeyHomes = std::to_array<KeyHome>({
     {"header_timeout", kServer},
     {"idle_timeout", kServer},
     {"send_timeout", kServer},
+    {"max_unsent_bytes", kServer},
     {"handshake_timeout", kServer},
     {"max_opening_connections", kServer},
     {"drain_timeout", kServer},
@@ -297,6 +298,7 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.header_timeout_ok = r.duration("header_timeout", Zero::rejected, p.header_timeout);
   r.duration("idle_timeout", Zero::rejected, p.idle_timeout);
   r.duration("send_timeout", Zero::rejected, p.send_timeout);
+  r.integer("max_unsent_bytes", 0, 67'108'864, p.max_unsent_bytes);
   r.duration("handshake_timeout", Zero::rejected, p.handshake_timeout);
   r.integer("max_opening_connections", 16, 1'000'000, p.max_opening_connections);
   marks.drain_timeout_ok = r.duration("drain_timeout", Zero::allowed, p.drain_timeout);

@@ -37,6 +37,12 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net
   ex_.reactor = reactor.index();
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // What a slow reader costs the kernel is bounded too: without it the kernel grows a client's
+  // send buffer to megabytes that floodgate fills (copying from the backend) for a client that
+  // takes a few kilobytes a second.
+  if (const uint32_t unsent = reactor.snapshot().server.max_unsent_bytes; unsent > 0) {
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof(unsent));
+  }
   const void* addr = nullptr;
   if (peer->sa_family == AF_INET) {
     addr = &reinterpret_cast<const sockaddr_in*>(peer)->sin_addr;

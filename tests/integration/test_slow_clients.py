@@ -95,6 +95,48 @@ class SlowReaders(SlowClientTestCase):
         self.assertEqual(self.fg.request("GET", "/echo", host="pooled.test").status, 200)
 
 
+def unsent_bytes(local_port, remote_port):
+    """The bytes the kernel holds to send on the loopback TCP socket from `local_port` to
+    `remote_port` (sent and unacknowledged, and unsent: /proc/net/tcp's tx_queue)."""
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
+            if int(local, 16) == local_port and int(remote, 16) == remote_port:
+                return int(fields[4].split(":")[0], 16)
+    raise AssertionError("no socket %d -> %d" % (local_port, remote_port))
+
+
+class KernelSendQueue(SlowClientTestCase):
+    """A slow reader costs the kernel at most server.max_unsent_bytes of unsent response
+    (TCP_NOTSENT_LOWAT). nginx and HAProxy leave it to the kernel, which grows the send buffer of
+    a client that reads slowly to megabytes, filled from the backend."""
+
+    LIMIT = 32768
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Backend("a").start()
+        cls.backends = [cls.a]
+        cls.fg = cls.start_floodgate([upstream("a", [cls.a])],
+                                     server={"max_unsent_bytes": cls.LIMIT})
+
+    def test_the_kernel_holds_at_most_max_unsent_bytes_for_a_slow_reader(self):
+        s = self.stalled_reader("/big?bytes=%d&queue=1" % LARGE)
+        try:
+            self.a.wait_for_target("/big?bytes=%d&queue=1" % LARGE)
+            # Client-paced: floodgate holds all it can, so the kernel took all it would.
+            poll(lambda: self.metric("floodgate_inflight_requests") == 0, what="client-paced")
+            queued = unsent_bytes(self.fg.port, s.getsockname()[1])
+            # The bound, plus one segment the kernel takes past it and what the reader's small
+            # window lets travel.
+            self.assertGreater(queued, 0)
+            self.assertLessEqual(queued, self.LIMIT + 65536 + 16384)
+        finally:
+            s.close()
+
+
 class SendTimeout(SlowClientTestCase):
     """nginx's send_timeout (60 s by default): a client that takes nothing of a response for
     that long is closed. HAProxy's `timeout client` does the same."""

@@ -29,6 +29,10 @@ struct ServerParams {
   Millis header_timeout{10'000};          // first byte of a head until the head is complete -> 408
   Millis idle_timeout{60'000};            // idle keep-alive client connection
   Millis send_timeout{60'000};            // a response the client takes no byte of -> closed
+  // Unsent response bytes the kernel holds for one client (TCP_NOTSENT_LOWAT on each client
+  // connection): floodgate writes more only below it. 0 = the kernel's own bound (the send
+  // buffer, up to net.ipv4.tcp_wmem's maximum).
+  uint32_t max_unsent_bytes = 131072;
   // A new connection's opening: a TLS handshake from accept to its end, or a plain
   // connection's first byte; not done in time -> closed without an answer.
   Millis handshake_timeout{5'000};
