@@ -450,7 +450,8 @@ void Attempt::pump_response_body() {
     std::memmove(in_data(), in_data() + bin_pos_, bin_len_ - bin_pos_);
     bin_len_ -= bin_pos_;
     bin_pos_ = 0;
-    if (backend_eof_ || bin_len_ == BufferLayout::kResponseData) {
+    if (backend_eof_) return;  // the rest is parsed as the client drains (a short body fails)
+    if (bin_len_ == BufferLayout::kResponseData) {
       // Floodgate holds all it can of the response and waits on the client alone: the stages'
       // tickets go back now; the pool slot stays while the backend may still be sending.
       client_->on_client_paced();

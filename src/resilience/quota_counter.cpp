@@ -28,7 +28,26 @@ int64_t end_of(uint32_t index, std::chrono::milliseconds window) noexcept {
   return (int64_t{index} + 1) * window.count();
 }
 
+// How late a request may come to a window another request has already moved past: its head
+// began (its stamp) at most header_timeout before, or a reactor's clock reads a little behind
+// another's.
+constexpr int64_t kLateMs = 600'000;
+
 }  // namespace
+
+// The window a request stamped at `now_ms` counts in: its own, or the newer one `counted` is
+// for when the request comes late to it (its head began in the previous window, and another
+// request since counted in the next). A window never goes back, or a late request would wipe
+// the newer window's count. A newer index from much further ahead is of another window length
+// (the policy changed on a reload): it does not count.
+uint32_t QuotaCell::window_at(int64_t now_ms, std::chrono::milliseconds window,
+                              const Window& counted) noexcept {
+  const uint32_t own = index_of(now_ms, window);
+  if (counted.index > own && int64_t{counted.index} * window.count() <= now_ms + kLateMs) {
+    return counted.index;
+  }
+  return own;
+}
 
 QuotaLimits QuotaLimits::of(const QuotaPolicyParams& p) noexcept {
   QuotaLimits l;
@@ -58,8 +77,8 @@ QuotaDecision QuotaCell::take_locked(Clock::time_point now, const QuotaLimits& l
   const int64_t now_ms = ms_of(now);
   const bool has_burst = limits.burst_requests != 0;
   const bool has_sustained = limits.sustained_requests != 0;
-  const uint32_t b = has_burst ? index_of(now_ms, limits.burst_window) : 0;
-  const uint32_t s = has_sustained ? index_of(now_ms, limits.sustained_window) : 0;
+  const uint32_t b = has_burst ? window_at(now_ms, limits.burst_window, burst_) : 0;
+  const uint32_t s = has_sustained ? window_at(now_ms, limits.sustained_window, sustained_) : 0;
   // A window counted in an earlier index is over: it counts from zero.
   const uint32_t b_used = has_burst && burst_.index == b ? burst_.count : 0;
   const uint32_t s_used = has_sustained && sustained_.index == s ? sustained_.count : 0;
@@ -118,15 +137,7 @@ void QuotaCell::reset() noexcept {
   unlock();
 }
 
-QuotaCell::Counts QuotaCell::counts() const noexcept {
-  while (!lock()) {
-  }
-  const Counts c{.burst = burst_, .sustained = sustained_, .ends_s = ends_s_};
-  unlock();
-  return c;
-}
-
-void QuotaCell::add_locked(const Counts& c) noexcept {
+void QuotaCell::add_locked(const Window& burst, const Window& sustained, uint32_t ends_s) noexcept {
   const auto add_window = [](Window& to, const Window& w) {
     if (w.count == 0) return;
     if (to.count == 0 || w.index > to.index) {
@@ -135,9 +146,9 @@ void QuotaCell::add_locked(const Counts& c) noexcept {
       to.count += w.count;
     }
   };
-  add_window(burst_, c.burst);
-  add_window(sustained_, c.sustained);
-  ends_s_ = std::max(ends_s_, c.ends_s);
+  add_window(burst_, burst);
+  add_window(sustained_, sustained);
+  ends_s_ = std::max(ends_s_, ends_s);
 }
 
 QuotaTable::QuotaTable(uint32_t max_live) : table_(max_live) {}
@@ -146,7 +157,7 @@ QuotaDecision QuotaTable::decide(const Digest& key, Clock::time_point now,
                                  const QuotaLimits& limits) noexcept {
   for (int n = 0; n < kLookups; ++n) {
     const auto e = table_.find_or_insert(key);
-    if (!e) return {.verdict = QuotaVerdict::table_full};
+    if (!e) return {.verdict = e.busy ? QuotaVerdict::busy : QuotaVerdict::table_full};
     // Nothing when the bucket went between the look-up and the take: it counted nothing there.
     if (const auto d = e.cell->take_if(now, limits, [&] { return table_.current(e); })) return *d;
   }

@@ -14,13 +14,10 @@ namespace {
 // How many times a thread looks again after another thread won the race for the slot it chose
 // (each lost race means another thread made progress) before it gives up.
 constexpr int kClaimTries = 4;
-// How deep keep_counts may go making a bucket for counts whose bucket went too (each level needs
-// another duplicate made in the same instant).
-constexpr int kKeepDepth = 2;
 // How many times a look-up re-reads a slot whose bucket is being made before it gives up on it
-// (making it takes a few stores and one pass over the window: well under this, unless the maker
-// was descheduled).
-constexpr int kMakingSpins = 2048;
+// (making it takes a few stores and one pass over the window, about a microsecond: well under
+// this, some 40 us, unless the maker was descheduled).
+constexpr int kMakingSpins = 1024;
 
 std::array<uint64_t, 4> words_of(const Digest& d) noexcept {
   std::array<uint64_t, 4> w{};
@@ -72,11 +69,18 @@ typename BucketTable<Cell>::Look BucketTable<Cell>::look(const Words& id, uint32
     const uint32_t i = (home + n) & mask_;
     Slot& s = slots_[i];
     uint32_t word = s.word.load(std::memory_order_acquire);
-    for (int spin = 0; making(word) && spin < kMakingSpins; ++spin) {
-      cpu_relax();  // a bucket being made: it may be this identity's
+    // A bucket being made may be this identity's: wait for it (a live one not yet settled only
+    // when it holds the identity), so that two threads agree on one slot.
+    for (int spin = 0;
+         spin < kMakingSpins && making(word) && (status(word) == kBusy || holds(s, word, id));
+         ++spin) {
+      cpu_relax();
       word = s.word.load(std::memory_order_acquire);
     }
-    if (making(word)) continue;  // its maker was descheduled: see rate_table.h
+    if (making(word)) {  // another identity's, or its maker was descheduled
+      l.unsure = l.unsure || status(word) == kBusy || holds(s, word, id);
+      continue;
+    }
     const uint32_t st = status(word);
     if (st == kLive && holds(s, word, id)) {
       l.found = {&s.cell, i, word};
@@ -117,20 +121,20 @@ bool BucketTable<Cell>::current(const Entry& e) const noexcept {
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_insert(const Digest& digest) noexcept {
   const Words id = words_of(digest);
-  return find_or_make(id, home_of(id, mask_), Clock::time_point{}, false, 0);
+  return find_or_make(id, home_of(id, mask_), Clock::time_point{}, false);
 }
 
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_evict(const Digest& digest,
                                                                    Clock::time_point now) noexcept {
   const Words id = words_of(digest);
-  return find_or_make(id, home_of(id, mask_), now, true, 0);
+  return find_or_make(id, home_of(id, mask_), now, true);
 }
 
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_make(const Words& id, uint32_t h,
-                                                                  Clock::time_point now, bool evict,
-                                                                  int depth) noexcept {
+                                                                  Clock::time_point now,
+                                                                  bool evict) noexcept {
   const uint32_t ms = millis(now);
   for (int t = 0; t < kClaimTries; ++t) {
     const Look l = look(id, h, now, evict);
@@ -143,17 +147,21 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::find_or_make(const Words& i
       return l.found;
     }
     if (l.free != kNone && reserve_live()) {
-      if (Entry e = claim(l.free, l.free_word, id, h, ms, depth)) return e;
-      live_.fetch_sub(1, std::memory_order_relaxed);  // lost the slot: look again
+      const Entry e = claim(l.free, l.free_word, id, h, ms);
+      if (!e) {
+        live_.fetch_sub(1, std::memory_order_relaxed);  // lost the slot: look again
+      } else if (current(e)) {
+        return e;
+      }  // else made and gone at once (another bucket of the identity stays): look again
       continue;
     }
-    if (!evict || l.victim == kNone) return {};  // no room, and nothing to take over
-    if (Entry e = claim(l.victim, l.victim_word, id, h, ms, depth)) {
+    if (!evict || l.victim == kNone) return {.busy = l.unsure};  // no room, nothing to take over
+    if (Entry e = claim(l.victim, l.victim_word, id, h, ms); e && current(e)) {
       e.evicted = true;  // the bucket stays live: the count does not change
       return e;
     }
   }
-  return {};
+  return {.busy = true};  // other threads kept winning, or a maker kept its slot (descheduled)
 }
 
 // The live count reserved for a bucket about to be made, unless it is at max_live.
@@ -171,7 +179,7 @@ bool BucketTable<Cell>::reserve_live() noexcept {
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::claim(uint32_t i, uint32_t word,
                                                            const Words& id, uint32_t home,
-                                                           uint32_t used, int depth) noexcept {
+                                                           uint32_t used) noexcept {
   Slot& s = slots_[i];
   const uint32_t busy = next_word(word, kBusy);
   if (!s.word.compare_exchange_strong(word, busy, std::memory_order_relaxed)) return {};
@@ -181,17 +189,19 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::claim(uint32_t i, uint32_t 
   s.used.store(used, std::memory_order_relaxed);
   const uint32_t live = next_word(busy, kLive);
   s.word.store(live, std::memory_order_seq_cst);  // before settle()'s look: see there
-  return settle({&s.cell, i, live}, id, home, depth);
+  return settle({&s.cell, i, live}, id, home);
 }
 
 // After `mine` was made live for `id`: another thread may have made the same identity a bucket
 // in another slot of the window at the same time. Of the two, the one nearer the home stays and
 // the other is made dead (by this thread, or the other one, or both: one of them wins). Each
 // thread makes its bucket live before it looks here, both sequentially consistent, so at least
-// one of the two sees the other's.
+// one of the two sees the other's. Counts move only into the mover's own bucket, before it is
+// settled (retire_into): `mine` has none of its own when it goes (only settled buckets are used,
+// and this thread moves counts into it only after the nearer ones, which come first, are past).
 template <class Cell>
 typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Words& id,
-                                                            uint32_t home, int depth) noexcept {
+                                                            uint32_t home) noexcept {
   const uint32_t my_distance = distance(home, mine.slot);
   for (uint32_t n = 0; n < window_; ++n) {
     const uint32_t i = (home + n) & mask_;
@@ -199,17 +209,16 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Wo
     Slot& s = slots_[i];
     const uint32_t word = s.word.load(std::memory_order_seq_cst);
     if (status(word) != kLive || !holds(s, word, id)) continue;
-    const Entry other{&s.cell, i, word};
     if (n < my_distance) {  // the other one stays: this one goes
-      if (retire(mine.slot, mine.word)) keep_counts(*mine.cell, other, id, home, depth);
-      // Used only once settled: until then, the caller finds this one gone and looks again.
-      return settled(word) ? other : mine;
+      retire(mine.slot, mine.word);
+      return mine;  // gone: the caller looks again (and waits for the other to settle)
     }
-    if (!current(mine)) return mine;  // this one went meanwhile: the caller looks again
-    if (retire(i, word)) keep_counts(s.cell, mine, id, home, depth);
+    if (!retire_into(mine, i, word)) {
+      if (!current(mine)) return mine;  // this one went meanwhile: the caller looks again
+    }
   }
   // The one bucket of the identity: settled, and from now on used. When it went meanwhile, the
-  // caller's use finds the word moved and looks again.
+  // caller finds it gone and looks again.
   uint32_t word = mine.word;
   if (slots_[mine.slot].word.compare_exchange_strong(word, mine.word | kSettled,
                                                      std::memory_order_seq_cst)) {
@@ -218,25 +227,19 @@ typename BucketTable<Cell>::Entry BucketTable<Cell>::settle(Entry mine, const Wo
   return mine;
 }
 
-// A duplicate bucket was retired (by this thread alone: its retire won). A quota's counts in it
-// move to the bucket that stays, or a decision another thread allowed there in the meantime
-// would be forgotten and the identity could pass its limit. The cell's counts are read under its
-// flag after the retirement, and a take checks the slot's word under the same flag
-// (QuotaCell::take), so every count made there is read here and none after. The bucket that
-// stays may go too before they arrive (a third bucket of the identity, nearer its home, or the
-// sweep): QuotaCell::add then refuses them, and they go to the identity's bucket found (or made)
-// again. A rate limit's token bucket is left as it is (a token or two of one identity's burst,
-// at its first requests).
+// Retires the bucket in slot `i` (seen as `word`), a duplicate of `mine` farther from the home.
+// A quota's counts in it move into `mine` in the same step, under both cells' flags (taken in
+// slot order; nothing else ever holds two), and only while `mine` still stands: so no count
+// made there is lost, none lands in a bucket already gone, and none reaches another identity's
+// bucket through a reused slot. A rate limit's token bucket is left as it is (a token or two of
+// one identity's burst, at its first requests).
 template <class Cell>
-void BucketTable<Cell>::keep_counts(const Cell& retired, Entry stays, const Words& id,
-                                    uint32_t home, int depth) noexcept {
-  if constexpr (requires { retired.counts(); }) {
-    const auto counts = retired.counts();
-    for (int t = 0; t < kClaimTries; ++t) {
-      if (stays && stays.cell->add_if(counts, [&] { return current(stays); })) return;
-      stays = depth < kKeepDepth ? find_or_make(id, home, Clock::time_point{}, false, depth + 1)
-                                 : look(id, home, Clock::time_point{}, false).found;
-    }
+bool BucketTable<Cell>::retire_into(const Entry& mine, uint32_t i, uint32_t word) noexcept {
+  if constexpr (requires(Cell & c) { c.move_to(c, true, [] { return true; }); }) {
+    return slots_[i].cell.move_to(*mine.cell, i < mine.slot,
+                                  [&] { return current(mine) && retire(i, word); });
+  } else {
+    return retire(i, word);
   }
 }
 

@@ -39,7 +39,7 @@ enum class QuotaVerdict : uint8_t {
   allowed,
   denied,      // a window is exhausted: `window` says which, `reset` when it ends
   table_full,  // no bucket for a new identity: the table holds its maximum of live buckets
-  busy,        // the cell's flag stayed busy (see above)
+  busy,        // the cell's flag, or the bucket being made, stayed busy (see above)
 };
 
 struct QuotaDecision {
@@ -65,12 +65,6 @@ class QuotaCell {
   struct Window {
     uint32_t index = 0;  // which window of its length the count is for (time / length)
     uint32_t count = 0;
-  };
-  // What a bucket has counted, moved from a duplicate to the bucket that stays.
-  struct Counts {
-    Window burst{};
-    Window sustained{};
-    uint32_t ends_s = 0;
   };
 
   QuotaCell() = default;
@@ -109,26 +103,35 @@ class QuotaCell {
   }
   // Empty, as if never counted in (a reused table slot). Only while no one else uses it.
   void reset() noexcept;
-  // What the cell has counted (the table reads it from a duplicate it has just retired).
-  Counts counts() const noexcept;
-  // Adds `c`, the counts of a retired duplicate of the same identity, while `still()` (as for
-  // take_if); false when this bucket went too (the caller finds the one that stays).
-  template <class Still>
-  bool add_if(const Counts& c, Still&& still) noexcept {
-    while (!lock()) {
+  // Moves this cell's counts into `to` when `retire()` (the table's: `to` still stands and this
+  // cell's slot is made dead) succeeds, both under both cells' flags, taken this cell's first
+  // when `this_first` (the table's slot order: nothing else holds two flags, so two movers never
+  // wait on each other in a cycle). A take on this cell that came first is in the counts moved;
+  // one that comes after finds its slot gone (take_if).
+  template <class Retire>
+  bool move_to(QuotaCell& to, bool this_first, Retire&& retire) noexcept {
+    QuotaCell& first = this_first ? *this : to;
+    QuotaCell& second = this_first ? to : *this;
+    while (!first.lock()) {
     }
-    const bool here = still();
-    if (here) add_locked(c);
-    unlock();
-    return here;
+    while (!second.lock()) {
+    }
+    const bool moved = retire();
+    if (moved) to.add_locked(burst_, sustained_, ends_s_);
+    second.unlock();
+    first.unlock();
+    return moved;
   }
 
  private:
   bool lock() const noexcept;  // bounded tries; false: busy
   void unlock() const noexcept { flag_.store(false, std::memory_order_release); }
   QuotaDecision take_locked(Clock::time_point now, const QuotaLimits& limits) noexcept;
+  static uint32_t window_at(int64_t now_ms, std::chrono::milliseconds window,
+                            const Window& counted) noexcept;
   bool idle_locked(Clock::time_point now, std::chrono::nanoseconds ttl) const noexcept;
-  void add_locked(const Counts& c) noexcept;
+  // Adds a duplicate's counts (both flags held).
+  void add_locked(const Window& burst, const Window& sustained, uint32_t ends_s) noexcept;
 
   mutable std::atomic<bool> flag_{false};
   // Under flag_ only.

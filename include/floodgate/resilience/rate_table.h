@@ -37,22 +37,24 @@
 //     slot is taken, so it never passes max_live.
 //   - A bucket being made is not used until it is settled: its slot is busy, then live but
 //     unsettled while its maker looks through the window for another bucket of the identity
-//     (below), then settled. A look-up that meets a slot in one of the first two states waits
-//     for it (a few hundred nanoseconds; a bounded spin), so two threads making the same new
-//     identity at once normally agree on one slot: the second finds the first's bucket. When
-//     the wait runs out (the maker was descheduled), the look-up goes on past that slot.
+//     (below), then settled. A look-up that meets a busy slot, or an unsettled one of its
+//     identity, waits for it (about a microsecond; a bounded spin), so two threads making the same
+//     new identity at once normally agree on one slot: the second finds the first's bucket. When
+//     the wait runs out (the maker was descheduled), the look-up goes on past that slot, and
+//     if it finds no bucket it may make a second one (below) or give up (Entry::busy).
 //   - So two buckets of one identity can still be made at once: when a maker was descheduled,
 //     or each thread saw a different first free slot (one freed between their looks). Each
 //     makes its slot live and then looks through the window again: of two buckets of one
 //     identity the one nearer its home stays and the other is made dead, by whichever thread
 //     sees both. Both make live and look with sequentially consistent operations, so at least
 //     one of the two sees the other's bucket: one bucket per identity remains. A quota's counts
-//     in the one that goes move to the one that stays (keep_counts), and a maker settles its
-//     bucket only after that, so a decision on the settled bucket sees every count before it.
+//     in the one that goes move into the one that stays in the same step as the retirement,
+//     under both cells' flags (retire_into), and only ever into the mover's own bucket before it
+//     settles, so a decision on the settled bucket sees every count before it.
 //   - A reader may use a cell that another thread reclaims, takes over or makes dead at that
 //     very moment. A rate limit's reader checks the slot's word afterwards (Entry::current) and,
 //     when it moved, undoes what it did and looks up again. A quota's reader checks the word
-//     under the cell's flag before it counts (QuotaCell::take), and whoever retires the bucket
+//     under the cell's flag before it counts (QuotaCell::take_if), and whoever retires the bucket
 //     reads or judges the cell under that flag after moving the word: a count is either in the
 //     bucket when it goes, and moves on with it, or not made.
 //   - A freed slot stays free (dead) until it is taken again: nothing moves buckets or tidies
@@ -89,6 +91,9 @@ class BucketTable {
     uint32_t slot = 0;
     uint32_t word = 0;
     bool evicted = false;  // made by taking over another identity's bucket (find_or_evict)
+    // Empty because other threads kept winning the race, or a bucket being made (perhaps the
+    // identity's) stayed so: a maker was descheduled. Not a full table.
+    bool busy = false;
     explicit operator bool() const noexcept { return cell != nullptr; }
   };
 
@@ -146,6 +151,7 @@ class BucketTable {
     uint32_t free_word = 0;
     uint32_t victim = kNone;  // find_or_evict: the bucket to take over, and its word
     uint32_t victim_word = 0;
+    bool unsure = false;  // a slot being made was passed (its maker descheduled): see look()
   };
 
   static uint32_t status(uint32_t word) noexcept { return word & 3; }
@@ -167,15 +173,12 @@ class BucketTable {
   uint32_t distance(uint32_t home, uint32_t i) const noexcept { return (i - home) & mask_; }
   bool holds(const Slot& s, uint32_t word, const Words& id) const noexcept;
   Look look(const Words& id, uint32_t home, Clock::time_point now, bool evict) const noexcept;
-  Entry find_or_make(const Words& id, uint32_t home, Clock::time_point now, bool evict,
-                     int depth) noexcept;
+  Entry find_or_make(const Words& id, uint32_t home, Clock::time_point now, bool evict) noexcept;
   bool reserve_live() noexcept;
-  Entry claim(uint32_t slot, uint32_t word, const Words& id, uint32_t home, uint32_t used,
-              int depth) noexcept;
-  Entry settle(Entry mine, const Words& id, uint32_t home, int depth) noexcept;
+  Entry claim(uint32_t slot, uint32_t word, const Words& id, uint32_t home, uint32_t used) noexcept;
+  Entry settle(Entry mine, const Words& id, uint32_t home) noexcept;
   bool retire(uint32_t slot, uint32_t word) noexcept;
-  void keep_counts(const Cell& retired, Entry stays, const Words& id, uint32_t home,
-                   int depth) noexcept;
+  bool retire_into(const Entry& mine, uint32_t slot, uint32_t word) noexcept;
 
   const uint32_t max_live_;
   const uint32_t mask_;    // slots - 1 (a power of two)
