@@ -230,14 +230,53 @@ void Poller::submit_wanted_io() {
   }
 }
 
-void Poller::enter(bool wait) {
+std::optional<std::chrono::nanoseconds> Poller::wait_bound(bool more) const {
+  if (more) return std::chrono::nanoseconds::zero();
+  if (timers_ == nullptr) return std::nullopt;
+  const Clock::time_point due = timers_->next_due();
+  if (due == Clock::time_point::max()) return std::nullopt;
+  // From the clock's time now, not the turn's start: the turn's work has taken some of it.
+  const Clock::time_point now = clock_.now();
+  if (due <= now) return std::chrono::nanoseconds::zero();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(due - now);
+}
+
+void Poller::enter(std::optional<std::chrono::nanoseconds> wait) {
   // Submits what is prepared and runs the kernel's deferred work (poll wake-ups), which posts
-  // their completions; with `wait`, blocks until there is at least one.
-  const int r = wait ? io_uring_submit_and_wait(uring_.get(), 1)
-                     : io_uring_submit_and_get_events(uring_.get());
+  // their completions; with a `wait` other than zero, blocks until there is at least one or
+  // the wait has passed (nullopt: no bound). The bound travels in the same io_uring_enter
+  // (IORING_FEAT_EXT_ARG, Linux 5.11), so a timer costs no system call of its own.
+  int r = 0;
+  if (wait && wait->count() == 0) {
+    r = io_uring_submit_and_get_events(uring_.get());
+  } else if (!wait) {
+    r = io_uring_submit_and_wait(uring_.get(), 1);
+  } else {
+    __kernel_timespec ts{};
+    ts.tv_sec = wait->count() / 1'000'000'000;
+    ts.tv_nsec = wait->count() % 1'000'000'000;
+    io_uring_cqe* cqe = nullptr;
+    r = io_uring_submit_and_wait_timeout(uring_.get(), &cqe, 1, &ts, nullptr);
+  }
   if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
     throw std::system_error(-r, std::generic_category(), "io_uring_enter");
   }
+}
+
+int Poller::wait_epoll(epoll_event* events, std::optional<std::chrono::nanoseconds> wait) {
+  if (!wait) return ::epoll_wait(epoll_fd_, events, kBatch, -1);
+  if (wait->count() == 0) return ::epoll_wait(epoll_fd_, events, kBatch, 0);
+  if (pwait2_) {
+    timespec ts{};
+    ts.tv_sec = wait->count() / 1'000'000'000;
+    ts.tv_nsec = wait->count() % 1'000'000'000;
+    const int n = ::epoll_pwait2(epoll_fd_, events, kBatch, &ts, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    pwait2_ = false;  // before Linux 5.11: whole milliseconds, rounded up (never early)
+  }
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wait).count();
+  return ::epoll_wait(epoll_fd_, events, kBatch,
+                      static_cast<int>(std::min<int64_t>(ms, INT32_MAX)));
 }
 
 void Poller::reap() {
@@ -384,14 +423,15 @@ void Poller::run_uring() {
     run_heavy();
     if (stopped_) break;
     submit_wanted_io();
-    // Block only when nothing is ready; the tick timer bounds the wait anyway. The reads and
+    // Block only when nothing is ready, and only until the next timer is due. The reads and
     // writes just submitted complete at once, so a wait for one completion returns then.
     const bool more =
         !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
-    enter(!more);
+    enter(wait_bound(more));
     now_ = clock_.now();
     reap();
     run_ready();
+    run_timers();
   }
   io_.poll();  // what was posted before stop() still runs (it may hold references)
   run_inbox();
@@ -422,10 +462,10 @@ void Poller::run_epoll() {
     run_ready();
     run_heavy();
     if (stopped_) break;
-    // Block only when nothing is ready; the tick timer bounds the wait anyway.
+    // Block only when nothing is ready, and only until the next timer is due.
     const bool more =
         !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
-    const int n = ::epoll_wait(epoll_fd_, events.data(), kBatch, more ? 0 : -1);
+    const int n = wait_epoll(events.data(), wait_bound(more));
     now_ = clock_.now();
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -433,6 +473,7 @@ void Poller::run_epoll() {
     }
     dispatch(n);
     run_ready();
+    run_timers();
   }
   io_.poll();  // what was posted before stop() still runs (it may hold references)
   run_inbox();

@@ -32,7 +32,7 @@ constexpr int kMaxRounds = 64;
 
 void Stream::start_tls(std::unique_ptr<TlsSession> session) {
   tls_ = std::move(session);
-  tls_->started = std::chrono::steady_clock::now();
+  tls_->started = poller_.clock().now();
   tls_kick_ = true;  // the handshake starts with the first read
 }
 

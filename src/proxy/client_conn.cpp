@@ -30,6 +30,7 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net
       hedge_timer_([](void* c) { static_cast<ClientConn*>(c)->on_hedge_timer(); }, this) {
   for (Attempt& a : ex_.attempts) a.bind(*this);
   ex_.wait.poller = &reactor.poller();
+  ex_.clock = &reactor.poller().clock();
   ex_.wait.owner = this;
   ex_.metrics = &reactor.metrics();
   ex_.quota_links = &reactor.quota_links();
@@ -167,7 +168,7 @@ void ClientConn::start_request() {
 void ClientConn::begin_request() {
   phase_ = Phase::head;
   in_pos_ = 0;
-  ex_.begin(reactor_.current(), std::chrono::steady_clock::now(), in_len_);
+  ex_.begin(reactor_.current(), ex_.now(), in_len_);
   for (Attempt& a : ex_.attempts) a.reset();
 }
 
@@ -433,7 +434,7 @@ void ClientConn::log_request() {
   const Outcome& outcome = ex_.outcome;
   const Upstream* up = ex_.up;
   const std::size_t slot = up != nullptr ? ReactorMetrics::slot_for(up->id) : 0;
-  const auto elapsed = std::chrono::steady_clock::now() - ex_.started;
+  const auto elapsed = ex_.now() - ex_.started;
   if (outcome.status != 0) reactor_.metrics().count_request(slot, outcome.status, elapsed);
   reactor_.metrics().refused(slot, outcome.reason);  // the process log's shedding summary
   AccessLog& log = reactor_.access_log();
@@ -445,7 +446,7 @@ void ClientConn::log_request() {
   std::array<char, kKeyScratch> client{};  // the client's address, from a trusted proxy's head
   if (parsed) {
     // The client the rate limits' client_ip counted, by the generation the request ran on.
-    const Snapshot& snap = ex_.gen ? *ex_.gen->snapshot : reactor_.snapshot();
+    const Snapshot& snap = request_snapshot();
     if (const std::optional<IpAddress> forwarded =
             forwarded_client(ex_.peer, snap.server.trusted_proxies, &parser_)) {
       r.client = address_text(*forwarded, client);
@@ -566,7 +567,7 @@ void ClientConn::on_tls_handshake(Handshake result) noexcept {
   if (result == Handshake::closed) r = TlsHandshakeResult::closed;
   reactor_.metrics().tls_handshake(r, v);
   if (result == Handshake::ok) {
-    reactor_.metrics().tls_handshake_done(std::chrono::steady_clock::now() - tls.started,
+    reactor_.metrics().tls_handshake_done(reactor_.poller().clock().now() - tls.started,
                                           tls.facts().resumed);
   }
 }
@@ -578,7 +579,7 @@ void ClientConn::on_tls_handshake(Handshake result) noexcept {
 void ClientConn::arm_send_timer() {
   send_since_ = reactor_.now();
   send_unsent_ = kUnsentUnknown;
-  const std::chrono::milliseconds timeout = reactor_.snapshot().server.send_timeout;
+  const std::chrono::milliseconds timeout = request_snapshot().server.send_timeout;
   arm_client_timer(std::clamp(timeout / 4, std::chrono::milliseconds(1), kClientPacedAfter));
 }
 
@@ -588,7 +589,7 @@ bool ClientConn::send_progressing() {
   if (send_unsent_ != kUnsentUnknown && unsent < send_unsent_) send_since_ = now;
   send_unsent_ = unsent;
   const auto since = std::max(send_since_, client_.last_sent_at());
-  const std::chrono::milliseconds timeout = reactor_.snapshot().server.send_timeout;
+  const std::chrono::milliseconds timeout = request_snapshot().server.send_timeout;
   if (now - since >= timeout) {
     reactor_.metrics().send_timeouts.add();
     return false;

@@ -188,6 +188,12 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void tunnel_backend_to_client();
   void tunnel_half_closed();
 
+  // The generation of the request in progress (a reload does not change its timeouts), or the
+  // reactor's current one between requests.
+  const Snapshot& request_snapshot() const noexcept {
+    return ex_.gen ? *ex_.gen->snapshot : reactor_.snapshot();
+  }
+
   // Buffer helpers.
   char* in_data() const;
   http::HeaderField* in_fields() const { return reinterpret_cast<http::HeaderField*>(in_); }

@@ -73,7 +73,7 @@ void Attempt::on_tunnel_connected(const error_code& ec) {
   Exchange& ex = client_->exchange();
   if (bin_ == nullptr) bin_ = client_->reactor().response_buffers().acquire();
   if (!client_->acquire_out() || bin_ == nullptr) return fail(Reason::buffers_exhausted);
-  ex.decide(Outcome::relayed(200, std::chrono::steady_clock::now() - ex.started));
+  ex.decide(Outcome::relayed(200, ex.now() - ex.started));
   std::memcpy(client_->out_end(), kEstablished.data(), kEstablished.size());
   client_->commit_out(kEstablished.size());
   ex.head_bytes_out += kEstablished.size();

@@ -31,7 +31,7 @@ Decision PoolStage::check(Exchange& ex, Ticket&) const noexcept {
 }
 
 void PoolStage::count_wait(Exchange& ex) const noexcept {
-  ex.metrics->pool_queue_wait(up_.id, std::chrono::steady_clock::now() - ex.wait.since);
+  ex.metrics->pool_queue_wait(up_.id, ex.now() - ex.wait.since);
 }
 
 // The wait ends for `why` here. A client that went away is counted as abandoned whatever the

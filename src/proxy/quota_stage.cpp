@@ -383,7 +383,7 @@ class QuotaStage final : public Stage {
     if (quota_->fallback && why != QuotaOutcome::backend_error) {
       const QuotaDecision d = quota_->fallback->decide(
           local_key(quota_->params.local_fallback->key_prefix, p, ex.up->params.name, ids),
-          std::chrono::steady_clock::now(), p.limits);
+          ex.now(), p.limits);
       if (d.verdict == QuotaVerdict::allowed || d.verdict == QuotaVerdict::denied) {
         return decided(ex, p, ids, d, QuotaMode::fallback, out);
       }

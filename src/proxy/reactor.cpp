@@ -1,7 +1,6 @@
 #include "floodgate/proxy/reactor.h"
 
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -26,7 +25,6 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
-constexpr auto kTick = std::chrono::milliseconds(10);
 // Housekeeping (the buffer pool gauges) runs once a second, and every kTrimEvery-th run first
 // trims the buffer pools: a free block idle for 10 s goes back to the allocator.
 constexpr auto kHousekeeping = std::chrono::seconds(1);
@@ -59,8 +57,7 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
     : index_(index),
       poller_(std::make_unique<Poller>(io_, snapshot->server.io, clock)),
       access_log_(access_log),
-      wheel_(kTick),
-      ticker_(std::make_unique<Ticker>(*this)),
+      housekeeping_([](void* self) { static_cast<Reactor*>(self)->on_housekeeping(); }, this),
       layout_{BufferLayout::request_fields(snapshot->server),
               BufferLayout::request_data(snapshot->server)},
       request_buffers_(block_size(layout_.request_fields, layout_.request_data), kMaxFreeBuffers,
@@ -70,6 +67,7 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
       metrics_(kMaxPools),
       quota_links_(std::make_unique<QuotaLinks>(*poller_, wheel_, clock)),
       heartbeat_(std::make_unique<Heartbeat>()) {
+  poller_->set_timers(wheel_);
   std::random_device rd;
   const uint64_t prefix =
       (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(index) << 56);
@@ -282,46 +280,15 @@ class Reactor::Listener final : public net::PollTarget {
   const net::TlsListener* tls_ = nullptr;
 };
 
-// The tick: a periodic timerfd in the poller that advances the timer wheel.
-class Reactor::Ticker final : public net::PollTarget {
- public:
-  explicit Ticker(Reactor& reactor) : reactor_(reactor) {
-    fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create");
-  }
-  ~Ticker() {
-    reactor_.poller_->remove(*this);
-    ::close(fd_);
-  }
-  Ticker(const Ticker&) = delete;
-  Ticker& operator=(const Ticker&) = delete;
-
-  void start() {
-    itimerspec spec{};
-    spec.it_interval.tv_nsec = std::chrono::nanoseconds(kTick).count();
-    spec.it_value = spec.it_interval;
-    if (::timerfd_settime(fd_, 0, &spec, nullptr) != 0 || reactor_.poller_->add(fd_, *this) != 0) {
-      throw std::system_error(errno, std::generic_category(), "tick timer");
-    }
-  }
-  void on_poll(uint32_t) override {
-    uint64_t expirations = 0;
-    [[maybe_unused]] const ssize_t n = ::read(fd_, &expirations, sizeof(expirations));
-    const auto now = reactor_.now();  // the loop's clock, read when this turn began
-    reactor_.wheel_.advance(now);
-    if (now >= next_housekeeping_) {
-      next_housekeeping_ = now + kHousekeeping;
-      reactor_.housekeep(++housekeeping_runs_ % kTrimEvery == 0);
-    }
-  }
-  void on_ready() override {}
-
- private:
-  Reactor& reactor_;
-  int fd_ = -1;
-  std::chrono::steady_clock::time_point next_housekeeping_{};
-  uint64_t housekeeping_runs_ = 0;
-};
+void Reactor::on_housekeeping() {
+  housekeep(++housekeeping_runs_ % kTrimEvery == 0);
+  // An idle reactor (no connection, no buffer held or kept) has nothing to refresh until a
+  // connection comes (add_client arms it again): it sleeps instead of waking every second.
+  const bool idle = client_count_ == 0 && request_buffers_.outstanding() == 0 &&
+                    request_buffers_.free_blocks() == 0 && response_buffers_.outstanding() == 0 &&
+                    response_buffers_.free_blocks() == 0;
+  if (!idle) wheel_.schedule(housekeeping_, now() + kHousekeeping);
+}
 
 void Reactor::housekeep(bool trim) {
   const auto refresh = [&](BufferPool& pool, BufferPoolKind kind) {
@@ -410,7 +377,7 @@ void Reactor::remove_listener(std::string key) {
 }
 
 void Reactor::start() {
-  ticker_->start();
+  wheel_.schedule(housekeeping_, now());  // the gauges, and the quota's link before a request
   for (auto& l : listeners_) poller_->defer(*l);  // connections that queued before the start
   thread_ = std::thread([this] {
     count_heap_allocations_on_this_thread();
@@ -487,6 +454,7 @@ void Reactor::add_client(ClientConn& s) {
   if (clients_ != nullptr) clients_->list_prev = &s;
   clients_ = &s;
   ++client_count_;
+  if (!housekeeping_.armed()) wheel_.schedule(housekeeping_, now() + kHousekeeping);
 }
 
 void Reactor::opening_begin(ClientConn& s) {

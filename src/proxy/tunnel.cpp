@@ -4,6 +4,7 @@
 // backend through the client's input, backend -> client through the attempt's). A direction
 // that reaches EOF half-closes the other side; the exchange ends when both are done.
 // idle_timeout applies to the tunnel as a whole: no traffic either way for that long closes it.
+// It is the generation's the request was read on: a reload does not change a running tunnel's.
 #include <boost/asio/error.hpp>
 #include <cstring>
 
@@ -44,7 +45,7 @@ void ClientConn::run_tunnel() {
   phase_ = Phase::tunnel;
   tunnel_open_ = 2;
   ex_.outcome.client_saw_bytes = true;
-  arm_client_timer(reactor_.snapshot().server.idle_timeout);
+  arm_client_timer(ex_.gen->snapshot->server.idle_timeout);
   client_writing_ = true;
   client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
     ClientConn& c = ClientConn::from(o);
@@ -70,7 +71,7 @@ void ClientConn::tunnel_client_to_backend() {
                     if (c.closed_) return;
                     if (ec) return c.close();
                     c.in_pos_ = c.in_len_ = c.parser_.head_end();
-                    c.arm_client_timer(c.reactor_.snapshot().server.idle_timeout);
+                    c.arm_client_timer(c.ex_.gen->snapshot->server.idle_timeout);
                     c.tunnel_client_to_backend();
                   });
     return;
@@ -105,7 +106,7 @@ void ClientConn::tunnel_backend_to_client() {
                     if (c.closed_) return;
                     if (ec) return c.close();
                     c.ex_.attempt().set_in_len(0);
-                    c.arm_client_timer(c.reactor_.snapshot().server.idle_timeout);
+                    c.arm_client_timer(c.ex_.gen->snapshot->server.idle_timeout);
                     c.tunnel_backend_to_client();
                   });
     return;

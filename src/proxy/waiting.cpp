@@ -40,7 +40,7 @@ void ClientConn::park(const Decision& d) {
   Wait& w = ex_.wait;
   w.gave_up = Reason::none;
   w.abandoned = false;
-  w.since = std::chrono::steady_clock::now();
+  w.since = ex_.now();
   w.at_deadline = d.reason;
   if (d.deadline.count() > 0) arm_client_timer(d.deadline);
   watch_client_while_queued();

@@ -155,6 +155,22 @@ class Reloads(FloodgateTestCase):
                 c.send(b"ping-%d" % i)
                 self.assertEqual(c.read_exact(6), b"ping-%d" % i)
 
+    def test_a_reload_does_not_change_a_running_tunnels_idle_timeout(self):
+        # The tunnel runs on the generation its request was read on: idle_timeout 60 s. A
+        # reload to 300 ms applies to requests read after it, not to this tunnel, even after
+        # its traffic re-arms the timer.
+        with self.fg.conn() as c:
+            c.send(build_request("GET", "/ws", headers=UPGRADE_HEADERS))
+            self.assertEqual(c.read_response().status, 101)
+            cfg = json.loads(json.dumps(self.base))
+            cfg["server"]["idle_timeout"] = "300ms"
+            self.reload(cfg)
+            c.send(b"ping-a")
+            self.assertEqual(c.read_exact(6), b"ping-a")
+            self.assertTrue(c.is_open_after(1.0), "the reload's idle_timeout closed the tunnel")
+            c.send(b"ping-b")
+            self.assertEqual(c.read_exact(6), b"ping-b")
+
     def test_a_request_on_a_removed_pool_ends_after_retirement_grace(self):
         self.reload(self.with_pool_b())
         key = "reload-removed-pool"

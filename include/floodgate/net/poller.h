@@ -2,7 +2,7 @@
 // (`server.io`, docs/configuration.md):
 //
 //  - epoll: one edge-triggered epoll set holds every socket of the reactor (listeners, clients,
-//    backends) plus its tick timer and its wake-up descriptor; a socket is read or written with
+//    backends) plus its wake-up descriptor; a socket is read or written with
 //    its own system call when the kernel has said it can make progress.
 //  - io_uring: the same readiness, reported by a multishot poll per descriptor on one ring, and
 //    the reads and writes themselves go through the ring too: every recv and send the loop
@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "floodgate/core/clock.h"
+#include "floodgate/core/timer_wheel.h"
 #include "floodgate/net/io_mode.h"
 
 struct io_uring;
@@ -126,6 +127,8 @@ class Poller {
   // When the loop last returned from waiting for the kernel (reactor thread).
   // The clock's time when the loop last woke up (read once per turn).
   Clock::time_point now() const { return now_; }
+  // The clock the loop reads (injected: a ManualClock in tests).
+  const Clock& clock() const { return clock_; }
   bool uses_uring() const { return uring_ != nullptr; }
   // Why IoMode::automatic fell back to epoll (empty when it did not).
   const std::string& fallback_reason() const { return fallback_reason_; }
@@ -154,6 +157,12 @@ class Poller {
   // on `target`'s descriptor, completing with on_io() in this turn.
   void prepare_recv(PollTarget& target, int fd, char* data, std::size_t cap);
   void prepare_send(PollTarget& target, int fd, const char* data, std::size_t len);
+
+  // The reactor's timers: the loop advances `wheel` to its time on every turn, after the
+  // kernel's events, and sleeps no longer than until the wheel's next due entry, so a
+  // deadline fires within about a millisecond of its time (the wheel's resolution) and an
+  // idle loop wakes up only for one. Set before run(); the wheel must outlive the loop.
+  void set_timers(TimerWheel& wheel) { timers_ = &wheel; }
 
   // Runs the loop on the calling thread until stop().
   void run();
@@ -215,6 +224,13 @@ class Poller {
   void drain_wake_fd();
   void ring_bell();  // writes the eventfd
   void run_posted();
+  // Fires the timers due at now_ (once a turn, after the kernel's events).
+  void run_timers() {
+    if (timers_ != nullptr) timers_->advance(now_);
+  }
+  // How long the loop may block: until the next timer is due (never when it is due already,
+  // or when `more` work is queued); nullopt to wait for an event alone.
+  std::optional<std::chrono::nanoseconds> wait_bound(bool more) const;
   // io_uring.
   bool open_ring(std::string& why);
   void arm_poll(Slot& slot);
@@ -222,7 +238,8 @@ class Poller {
   void finish_removals();
   io_uring_sqe* next_sqe();
   void submit_wanted_io();
-  void enter(bool wait);
+  void enter(std::optional<std::chrono::nanoseconds> wait);
+  int wait_epoll(struct epoll_event* events, std::optional<std::chrono::nanoseconds> wait);
   void reap();
   Slot* new_slot(PollTarget& target, int fd);
   void free_slot(Slot& slot);
@@ -252,6 +269,8 @@ class Poller {
   bool stopped_ = false;
   const Clock& clock_;
   Clock::time_point now_ = clock_.now();
+  TimerWheel* timers_ = nullptr;  // set_timers()
+  bool pwait2_ = true;            // epoll_pwait2 is there (Linux 5.11): nanosecond waits
 };
 
 }  // namespace floodgate::net

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "floodgate/core/clock.h"
 #include "floodgate/core/ip_range.h"
 #include "floodgate/core/outcome.h"
 #include "floodgate/core/reason.h"
@@ -129,6 +130,10 @@ struct Exchange {
   Permit permit;
   // -- Waiting for a stage (the pool's queue).
   Wait wait;
+  // -- The reactor's clock (injected: a ManualClock in tests). Every time the request path
+  // reads (latencies, queue waits, the quota's fallback windows) comes from it.
+  const Clock* clock = &Clock::steady();
+  std::chrono::steady_clock::time_point now() const noexcept { return clock->now(); }
   // -- The reactor's metrics shard, where stages count what they decide.
   ReactorMetrics* metrics = nullptr;
   uint32_t reactor = 0;  // its index (the per-reactor shards stages keep)

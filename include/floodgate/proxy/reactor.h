@@ -174,7 +174,6 @@ class Reactor {
 
  private:
   class Listener;
-  class Ticker;
   struct Heartbeat;  // the ping task (reactor.cpp)
   struct Layout {
     std::size_t request_fields;
@@ -185,9 +184,11 @@ class Reactor {
   void close_idle_connections(const Snapshot* keep);
   void close_idle_clients();
   void maybe_finish();
-  // Once a second on the tick: refreshes the buffer pool gauges; with `trim`, first gives back
-  // the free buffer blocks that stayed idle since the last trim (BufferPool::trim).
+  // Once a second while the reactor has connections or buffers: refreshes the buffer pool
+  // gauges; with `trim`, first gives back the free buffer blocks that stayed idle since the
+  // last trim (BufferPool::trim).
   void housekeep(bool trim);
+  void on_housekeeping();
 
   unsigned index_;
   uint64_t connections_accepted_ = 0;  // for next_connection_id()
@@ -197,8 +198,10 @@ class Reactor {
   std::unique_ptr<Poller> poller_;  // client and backend sockets (after io_)
   Ref<ReactorGeneration> current_;
   AccessLog& access_log_;
+  // Every deadline of the reactor; the poller advances it and sleeps until its next due entry.
   TimerWheel wheel_;
-  std::unique_ptr<Ticker> ticker_;
+  TimerWheel::Entry housekeeping_;  // housekeep(), once a second while there is anything to keep
+  uint64_t housekeeping_runs_ = 0;
   std::vector<std::unique_ptr<Listener>> listeners_;
   Layout layout_;
   BufferPool request_buffers_;

@@ -149,17 +149,18 @@ TEST(TimerWheel, FiresAnEntryScheduledBeforeTheFirstAdvanceWhoseDeadlineHasPasse
   EXPECT_EQ(wheel.size(), 0u);
 }
 
-TEST(TimerWheel, DefaultWheelFiresWithinTenMilliseconds) {
+TEST(TimerWheel, DefaultWheelFiresWithinOneMillisecond) {
   TimerWheel wheel;
-  EXPECT_EQ(wheel.resolution(), milliseconds(10));
+  EXPECT_EQ(wheel.resolution(), milliseconds(1));
   int fired = 0;
   TimerWheel::Entry e([](void* n) { ++*static_cast<int*>(n); }, &fired);
   wheel.advance(kT0);
-  const Clock::time_point deadline = kT0 + std::chrono::seconds(60) + milliseconds(3);
+  const Clock::time_point deadline =
+      kT0 + std::chrono::seconds(60) + milliseconds(3) + nanoseconds(7);
   wheel.schedule(e, deadline);
-  for (Clock::time_point t = kT0; t < deadline; t += milliseconds(10)) wheel.advance(t);
+  for (Clock::time_point t = kT0; t < deadline; t += milliseconds(1)) wheel.advance(t);
   EXPECT_EQ(fired, 0);
-  wheel.advance(deadline + milliseconds(10));
+  wheel.advance(deadline + milliseconds(1));
   EXPECT_EQ(fired, 1);
 }
 
@@ -405,6 +406,134 @@ TEST(TimerWheel, EntryArmedByACallbackForAPassedDeadlineFiresWithinOneTick) {
   ASSERT_EQ(trigger.fired.size(), 1u);
   w.advance(kT0 + milliseconds(110));
   EXPECT_EQ(late.fired.size(), 1u);
+}
+
+// An event loop that sleeps until next_due() and then advances: how a reactor drives its wheel
+// (Poller::run). Counts its wake-ups.
+struct SleepingLoop {
+  SleepingLoop(TimerWheel& wheel, Clock::time_point start) : wheel(wheel), now(start) {
+    wheel.advance(now);
+  }
+  TimerWheel& wheel;
+  Clock::time_point now;
+  int wakeups = 0;
+  std::vector<Clock::time_point> fired;  // when a Recorder entry fired
+
+  // Sleeps and wakes until `until` (or until nothing is armed).
+  void run_until(Clock::time_point until) {
+    for (;;) {
+      const Clock::time_point due = wheel.next_due();
+      if (due == Clock::time_point::max() || due > until) return;
+      if (due > now) now = due;
+      ++wakeups;
+      wheel.advance(now);
+    }
+  }
+  static void record(void* self) {
+    auto& loop = *static_cast<SleepingLoop*>(self);
+    loop.fired.push_back(loop.now);
+  }
+};
+
+void count(void* n) {
+  ++*static_cast<int*>(n);
+}
+
+TEST(TimerWheel, NextDueIsNeverWhenNothingIsArmed) {
+  TimerWheel wheel;
+  EXPECT_EQ(wheel.next_due(), Clock::time_point::max());
+  wheel.advance(kT0);
+  EXPECT_EQ(wheel.next_due(), Clock::time_point::max());
+}
+
+TEST(TimerWheel, NextDueIsAtOnceForEntriesArmedBeforeTheFirstAdvance) {
+  TimerWheel wheel;
+  int fired = 0;
+  TimerWheel::Entry e(&count, &fired);
+  wheel.schedule(e, kT0 + milliseconds(20));
+  EXPECT_EQ(wheel.next_due(), Clock::time_point::min());
+  wheel.advance(kT0);
+  EXPECT_EQ(fired, 0);
+  EXPECT_EQ(wheel.next_due(), kT0 + milliseconds(20));
+}
+
+TEST(TimerWheel, ALoopSleepingUntilNextDueFiresEachDeadlineWithinOneMillisecond) {
+  // Deadlines near and far, off the millisecond, beyond the inner span and the outer one.
+  const std::vector<Clock::duration> offsets = {
+      nanoseconds(1),
+      milliseconds(20) + nanoseconds(300),
+      milliseconds(1023),
+      milliseconds(1024) + nanoseconds(1),
+      milliseconds(1300) + nanoseconds(5),
+      std::chrono::seconds(5) + milliseconds(17),
+      std::chrono::seconds(60) + nanoseconds(999'999),
+      std::chrono::minutes(17) + milliseconds(400),
+      std::chrono::hours(2) + milliseconds(9) + nanoseconds(1),
+  };
+  for (const Clock::duration offset : offsets) {
+    TimerWheel wheel;
+    SleepingLoop loop(wheel, kT0);
+    TimerWheel::Entry e(&SleepingLoop::record, &loop);
+    const Clock::time_point deadline = kT0 + offset;
+    wheel.schedule(e, deadline);
+    loop.run_until(deadline + std::chrono::seconds(1));
+    ASSERT_EQ(loop.fired.size(), 1u) << offset.count();
+    EXPECT_GE(loop.fired[0], deadline) << offset.count();
+    EXPECT_LE(loop.fired[0] - deadline, milliseconds(1)) << offset.count();
+    // A far deadline costs a wake-up per outer revolution (about 17 minutes) and two more to
+    // move it in and fire it: never a periodic tick.
+    EXPECT_LE(loop.wakeups, 3 + static_cast<int>(offset / std::chrono::minutes(17)))
+        << offset.count();
+  }
+}
+
+TEST(TimerWheel, AnIdleLoopWithOnlyFarDeadlinesWakesRarely) {
+  // Ten thousand keep-alive connections idle for a minute: the loop wakes to move each outer
+  // slot's entries in (a few times a second, near the end) and to fire them, never once a
+  // millisecond meanwhile.
+  TimerWheel wheel;
+  SleepingLoop loop(wheel, kT0);
+  int fired = 0;
+  std::vector<std::unique_ptr<TimerWheel::Entry>> entries;
+  for (int i = 0; i < 10'000; ++i) {
+    entries.push_back(std::make_unique<TimerWheel::Entry>(&count, &fired));
+    wheel.schedule(*entries.back(), kT0 + std::chrono::seconds(60) + milliseconds(i % 2000));
+  }
+  loop.run_until(kT0 + std::chrono::seconds(59));
+  EXPECT_EQ(fired, 0);
+  EXPECT_LE(loop.wakeups, 2);
+  loop.run_until(kT0 + std::chrono::seconds(63));
+  EXPECT_EQ(fired, 10'000);
+  EXPECT_EQ(wheel.size(), 0u);
+  // Two seconds of deadlines, one per millisecond, plus the outer slots that move them in.
+  EXPECT_LE(loop.wakeups, 2000 + 12);
+}
+
+TEST(TimerWheel, CancellingTheNextDueEntryMovesNextDueToTheOneAfter) {
+  TimerWheel wheel;
+  wheel.advance(kT0);
+  int fired = 0;
+  TimerWheel::Entry a(&count, &fired);
+  TimerWheel::Entry b(&count, &fired);
+  wheel.schedule(a, kT0 + milliseconds(5));
+  wheel.schedule(b, kT0 + milliseconds(40) + nanoseconds(1));
+  EXPECT_EQ(wheel.next_due(), kT0 + milliseconds(5));
+  a.cancel();
+  EXPECT_EQ(wheel.next_due(), kT0 + milliseconds(41));
+  b.cancel();
+  EXPECT_EQ(wheel.next_due(), Clock::time_point::max());
+}
+
+TEST(TimerWheel, AFarEntryRearmedNearFiresAtItsNewDeadline) {
+  TimerWheel wheel;
+  SleepingLoop loop(wheel, kT0);
+  TimerWheel::Entry e(&SleepingLoop::record, &loop);
+  wheel.schedule(e, kT0 + std::chrono::seconds(30));
+  loop.run_until(kT0 + milliseconds(10));
+  wheel.schedule(e, kT0 + milliseconds(15));
+  loop.run_until(kT0 + std::chrono::seconds(40));
+  ASSERT_EQ(loop.fired.size(), 1u);
+  EXPECT_EQ(loop.fired[0], kT0 + milliseconds(15));
 }
 
 }  // namespace

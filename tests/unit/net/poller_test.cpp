@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "floodgate/core/clock.h"
+#include "floodgate/core/timer_wheel.h"
 
 namespace floodgate::net {
 namespace {
@@ -236,6 +238,48 @@ TEST_P(PollerTest, HeavyWorkAloneRunsBackToBackWithoutWaitingForTheKernel) {
   bool timed_out = false;
   EXPECT_EQ(heavy_trace(*poller_, false, timed_out), "hhhh");
   EXPECT_FALSE(timed_out) << "the loop waited in the kernel with heavy work queued";
+}
+
+// Timers armed on the loop's wheel, each recording the loop's time when it fired; the last
+// one stops the loop.
+struct TimerTrace {
+  Poller* poller = nullptr;
+  int left = 0;
+  std::vector<Clock::time_point> fired;
+  static void on_fire(void* self) {
+    auto& t = *static_cast<TimerTrace*>(self);
+    t.fired.push_back(t.poller->now());
+    if (--t.left == 0) t.poller->stop();
+  }
+};
+
+TEST_P(PollerTest, ALoopWithNothingElseToDoWakesForEachTimerAndNeverBeforeIt) {
+  Poller& poller = *poller_;
+  TimerWheel wheel;
+  poller.set_timers(wheel);
+  TimerTrace trace;
+  trace.poller = &poller;
+  std::vector<std::unique_ptr<TimerWheel::Entry>> entries;
+  std::vector<Clock::time_point> deadlines;
+  const Clock::time_point start = Clock::steady().now();
+  // Out of order, off the millisecond, one beyond the wheel's inner span.
+  for (const auto d : {std::chrono::microseconds(7'300), std::chrono::microseconds(2'100),
+                       std::chrono::microseconds(1'100'500), std::chrono::microseconds(15'000)}) {
+    entries.push_back(std::make_unique<TimerWheel::Entry>(&TimerTrace::on_fire, &trace));
+    deadlines.push_back(start + d);
+    wheel.schedule(*entries.back(), deadlines.back());
+    ++trace.left;
+  }
+  bool timed_out = false;
+  {
+    Deadline deadline(poller);  // a loop that waited for an event alone would sleep forever
+    poller.run();
+    timed_out = deadline.fired;
+  }
+  EXPECT_FALSE(timed_out) << "the loop slept past its timers";
+  std::sort(deadlines.begin(), deadlines.end());
+  ASSERT_EQ(trace.fired.size(), deadlines.size());
+  for (std::size_t i = 0; i < deadlines.size(); ++i) EXPECT_GE(trace.fired[i], deadlines[i]) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(BothInterfaces, PollerTest,
