@@ -1,7 +1,7 @@
-// The process-wide token bucket (resilience::Gcra) that scoped rate limits will use: what a
-// take costs from one thread, and from two sharing one bucket (a single hot client spread over
-// two reactors: the bucket's line bounces and a take may retry its compare-and-swap), admitted
-// or refused, with proof that none of them allocates.
+// The process-wide token bucket (resilience::Gcra, over the GcraCell that each bucket of a
+// scoped rate limit is): what a take costs from one thread, and from two sharing one bucket (a
+// single hot client spread over two reactors: the bucket's line bounces and a take may retry
+// its compare-and-swap), admitted or refused, with proof that none of them allocates.
 //
 //   build-*/bench/floodgate_gcra_bench
 //

@@ -1,8 +1,9 @@
 // The schema of the failure-handling sub-tables of [resilience] (issue 13, resilience/params.h):
 // [resilience.circuit_breaker], [resilience.retry_budget] and [resilience.hedging]. Their own
 // file because they refer to the [[upstreams]] entries (by name, and the hedging delay against
-// a pool's response_timeout), which the front sub-tables never do. Configuration only: the
-// request path does not consult them yet. docs/resilience.md lists every key. Main thread only.
+// a pool's response_timeout), which the front sub-tables never do. A generation turns them into
+// the proxy::FailurePolicy (proxy/failure_policy.h), breakers and retry budgets the request
+// path consults. docs/resilience.md lists every key. Main thread only.
 #pragma once
 
 #include <string>

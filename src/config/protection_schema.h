@@ -1,11 +1,12 @@
 // The schema of the local runtime protection sub-tables of [resilience] (issue 14,
 // resilience/params.h): [resilience.adaptive_admission], [resilience.brownout],
-// [resilience.route_queue] and [resilience.watchdog]. Configuration only: the request path does
-// not consult them yet. Each reader checks its own table; the rules against other tables (the
-// adaptive ceiling against the front in-flight cap, which the environment may override, and the
-// watchdog's drain_grace against server.drain_timeout) run once the whole document and the
-// environment are read (check_protection, resilience_schema.h), over what the readers marked
-// here. docs/resilience.md lists every key. Main thread only.
+// [resilience.route_queue] and [resilience.watchdog], which the request path enforces
+// (proxy/protection_stages.h) and the watchdog thread applies (app/watchdog.h). Each reader
+// checks its own table; the rules against other tables (the adaptive ceiling against the front
+// in-flight cap, which the environment may override, and the watchdog's drain_grace against
+// server.drain_timeout) run once the whole document and the environment are read
+// (check_protection, resilience_schema.h), over what the readers marked here.
+// docs/resilience.md lists every key. Main thread only.
 #pragma once
 
 #include <optional>

@@ -3,8 +3,9 @@
 // "in_memory" or "redis"), [resilience.quota.local_fallback] and the array of tables
 // [[resilience.quota.policies]], each policy with its selector and its burst and sustained
 // windows. Every rule of seed 004 is checked in the one pass of the load, whether or not the
-// quota is enabled; the Redis host is resolved here (redis_url.h). Configuration only: the
-// request path does not consult it yet. docs/configuration.md lists every key. Main thread only.
+// quota is enabled; the Redis host is resolved here (redis_url.h). The request path enforces
+// it in the quota stage (proxy/quota_stage.h). docs/configuration.md lists every key. Main
+// thread only.
 #pragma once
 
 #include <cstddef>

@@ -1,10 +1,10 @@
 // The schema of the scoped rate limits (issue 15, resilience/params.h): the array of tables
 // [[resilience.scoped_rate_limits]], one rule each, and server.trusted_proxies, the peers whose
-// X-Forwarded-For a client_ip key source believes. Configuration only: the request path does
-// not consult them yet. A rule's own keys are checked as it is read (scope against key, tiers
-// against tier_key); the rule between the rules and [server] (client_ip without a trusted
-// proxy) runs once the whole document is read, over what the readers marked here.
-// docs/configuration.md lists every key. Main thread only.
+// X-Forwarded-For a client_ip key source believes. The request path enforces them in the rate
+// limit stage (proxy/rate_limit_stage.h). A rule's own keys are checked as it is read (scope
+// against key, tiers against tier_key); the rule between the rules and [server] (client_ip
+// without a trusted proxy) runs once the whole document is read, over what the readers marked
+// here. docs/configuration.md lists every key. Main thread only.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,9 @@
 // Clock: where floodgate's time-based code reads the time. The event loop reads it once per
-// turn (Poller::now, what timers are armed from), and every time-based policy (the pool
-// queue's deadlines today; token buckets, breakers, AIMD windows and the watchdog later) takes
-// a `const Clock&`, so unit tests drive time with a ManualClock instead of sleeping.
+// turn (Poller::now, what timers are armed from, the pool queue's deadlines among them). What
+// reads the time itself takes a `const Clock&` (the poller and the reactor, the Redis link, the
+// memory guard's sampler, the watchdog); the per-request policies (token buckets, circuit
+// breakers, retry budgets, the AIMD window, brownout, quota windows) are given the loop's time
+// as `now` and read no clock. So unit tests drive time with a ManualClock instead of sleeping.
 //
 // Thread-safety: now() from any thread. ManualClock::set/advance from any thread (the value is
 // one atomic; a test moves it between the steps it orders). Lifetime: a Clock outlives everything

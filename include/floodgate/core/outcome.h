@@ -1,6 +1,8 @@
-// Outcome: how one request ended, classified once, where it happened. The metrics and the
-// access log read this record, and so will the later policies (circuit breakers, the retry
-// budget, adaptive admission); none of them re-derives it from the request path's flags.
+// Outcome: how one request ended, classified once, where it happened. The metrics, the access
+// log, the retry rules (a failed attempt's outcome, proxy::retry_rule) and adaptive admission
+// (its samples, resilience::sample_of) read this record; none of them re-derives it from the
+// request path's flags. A circuit breaker is given each attempt's verdict instead
+// (Attempt::judge), from the same reason or status.
 //
 // `retryable` follows seed 004's retry rule for the failure itself: a connect failure, a
 // connect or response timeout, or a connection reset before a response head could succeed on

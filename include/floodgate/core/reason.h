@@ -1,7 +1,7 @@
 // Why floodgate answered a request itself. Every generated response carries its reason in the
 // X-Floodgate-Reason header, counts in floodgate_responses_generated_total{reason}, and appears
 // in the access log. docs/http.md ("Generated responses and reasons") keeps the whole list;
-// later stages append to the enum.
+// a new reason is appended to the enum, before count_.
 #pragma once
 
 #include <array>

@@ -1,8 +1,9 @@
 // Registry: long-lived state keyed by name that outlives configuration generations, such as a
-// pool's admission state or a backend's in-flight count and health (and later a backend's
-// circuit breaker, a rate limit's buckets). A generation asks for the entry of each name it
-// configures and holds it; the next generation asking for the same name gets the same object,
-// so a reload never loses a count or a state that requests still rely on.
+// pool's admission state, a backend's in-flight count and health, a backend address's circuit
+// breaker, a retry budget's counts or a rate limit's buckets (app::Generations holds one
+// registry of each). A generation asks for the entry of each name it configures and holds it;
+// the next generation asking for the same name gets the same object, so a reload never loses a
+// count or a state that requests still rely on.
 //
 // Two retentions:
 //   - Retention::process: an entry is kept for the process's life once made (a pool removed

@@ -1,6 +1,6 @@
 // The stages of the request path's chain that can refuse a request, as metrics label them
 // (floodgate_shadow_rejections_total{stage}). docs/resilience.md lists the chain in order;
-// later stages append here.
+// this enum is not in that order: a new stage is appended here.
 #pragma once
 
 #include <array>

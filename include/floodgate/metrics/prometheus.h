@@ -7,7 +7,8 @@
 //
 // PrometheusWriter is the one place that knows the format: metric families are a header()
 // followed by their samples; label values are escaped (backslash, double quote, newline), HELP
-// text too (backslash, newline). Later metrics use it instead of formatting text themselves.
+// text too (backslash, newline). Every family /metrics serves is written through it; nothing
+// else formats the text.
 #pragma once
 
 #include <cstdint>

@@ -26,9 +26,11 @@
 // own and measured slower still.
 //
 // The reactor's io_context stays: it carries work posted from other threads (drain, shutdown,
-// later configuration swaps and admission grants). The loop runs it on every turn, and
-// Reactor::post() wakes the loop through an eventfd so posted work runs at once. The
-// io_context owns no I/O objects, so running it costs no system call.
+// configuration swaps and retirements, listener changes, the watchdog's pause, name
+// resolutions); admission grants and the watchdog's ping come through the inbox instead
+// (send(), no allocation). The loop runs the io_context on every turn, and Reactor::post()
+// wakes the loop through an eventfd so posted work runs at once. The io_context owns no I/O
+// objects, so running it costs no system call.
 //
 // The loop also runs a ready list: a target that can make progress without waiting (a write
 // to a writable socket, a read of a socket known to hold data) is queued and run before the

@@ -51,8 +51,8 @@ class WaitOwner {
   ~WaitOwner() = default;
 };
 
-// The one way an exchange waits for a stage: the pool's queue now, the quota's Redis reply
-// later. A stage that answers wait (Chain::run records which, and in which chain) has started
+// The one way an exchange waits for a stage: the pool's queue and the quota's Redis reply.
+// A stage that answers wait (Chain::run records which, and in which chain) has started
 // something that completes later; the owner parks the exchange (holding itself, watching its
 // client, the deadline on its timer). Exactly one of these ends the wait:
 //   - complete(result), from whichever thread decided (another reactor releasing a pool slot,

@@ -38,7 +38,7 @@ class PoolStage final : public Stage {
 };
 
 // A route's chain, built with its generation: the stages configured for the route (the scoped
-// rate limits first, rate_limit_stage.h; the quota later), the local protection
+// rate limits first, rate_limit_stage.h; then the quota, quota_stage.h), the local protection
 // (protection_stages.h), pool admission last. `route` is the [[routes]] entry the chain serves
 // (the bucket of its requests that lack a rule's key, missing_key = "route").
 Chain build_route_chain(const Upstream& up, const LocalProtection& protection,

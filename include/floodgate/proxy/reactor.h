@@ -94,9 +94,9 @@ class Reactor {
   // Installs the next generation (posted; requests in progress keep theirs), then calls
   // `installed` on the reactor thread.
   void activate(std::shared_ptr<const Snapshot> next, std::function<void()> installed);
-  // The retirement hook: after server.retirement_grace, requests still on `generation` whose
-  // pool the current generation no longer has are ended (posted). Later: parked requests of
-  // that generation are woken and rejected first.
+  // The retirement hook: after server.retirement_grace, requests still on `generation` that
+  // wait in a pool's queue are woken and turned away (503 generation_retired), and those whose
+  // pool the current generation no longer has are ended (posted).
   void retire(uint64_t generation);
   void join();
   // Runs `f` on the reactor thread soon (any thread).

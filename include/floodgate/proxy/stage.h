@@ -6,10 +6,11 @@
 // configured, so a feature that is not configured costs nothing on the request path.
 //
 // A stage that admits a request may hold something for it until the exchange ends (a slot of
-// the in-flight cap; later a token to refund or a breaker probe): it fills the Ticket it is
-// given. The exchange's TicketBook settles every held ticket exactly once when the exchange
-// ends, in reverse order, with the exchange's Outcome; a destroyed exchange settles what it
-// still holds.
+// the in-flight cap, the adaptive ceiling, the route cap or the global cap; the adaptive
+// ceiling's ticket also gives the exchange's outcome to its controller as a sample): it fills
+// the Ticket it is given. The exchange's TicketBook settles every held ticket exactly once when
+// the exchange ends, in reverse order, with the exchange's Outcome; a destroyed exchange
+// settles what it still holds.
 //
 // Shadow mode is the chain's, not each stage's: a stage in shadow mode that says stop is
 // counted (floodgate_shadow_rejections_total{stage,reason}, in the reactor's metrics shard), the
@@ -108,7 +109,9 @@ struct Ticket {
 // The tickets of one exchange, settled exactly once, in reverse order.
 class TicketBook {
  public:
-  static constexpr std::size_t kMax = 8;  // every stage of the planned chain fits
+  // Every chain floodgate builds fits: a route's, the longer, has at most 7 stages (rate
+  // limits, quota, brownout, adaptive ceiling, route cap, global cap, pool).
+  static constexpr std::size_t kMax = 8;
 
   TicketBook() = default;
   TicketBook(const TicketBook&) = delete;

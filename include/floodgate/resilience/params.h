@@ -365,7 +365,7 @@ inline constexpr std::size_t kMaxQuotaPolicies = 32;
 
 // [resilience.quota]: the distributed quota (issue 16), burst and sustained contracts whose
 // counters N floodgate instances can share in Redis. Validated even when not enabled.
-// Configuration only so far: no request consults it yet.
+// Enforced by proxy/quota_stage.h.
 struct QuotaParams {
   bool enabled = false;              // true needs at least one policy
   Mode enforcement = Mode::enforce;  // shadow: would-deny outcomes are recorded and admitted

@@ -1,9 +1,9 @@
 // BackendLoad: the number of requests in flight on one backend, for the whole process.
 //
-// Shared by all reactors: least_active, p2c and the per-backend caps of later issues must see
-// the load the other reactors put on a backend, not just their own, so the count lives in one
-// place and every reactor updates it. That is why it is atomic. Relaxed ordering suffices: the
-// count publishes no other data, it is only compared.
+// Shared by all reactors: least_active, p2c and the per-backend cap (max_active_per_backend)
+// must see the load the other reactors put on a backend, not just their own, so the count
+// lives in one place and every reactor updates it. That is why it is atomic. Relaxed ordering
+// suffices: the count publishes no other data, it is only compared.
 //
 // Each count sits alone on its own 64-byte cache line, because reactors on different cores write
 // counts of neighbouring backends all the time and sharing a line would bounce it between them.

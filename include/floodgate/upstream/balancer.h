@@ -59,7 +59,8 @@ class Balancer {
   Balancer(Balance kind, std::span<const uint32_t> weights, uint64_t seed);
 
   // active(i) -> int64_t: requests in flight on backend i now (process-wide).
-  // eligible(i) -> bool: backend i may take this request (later: not down, below its cap).
+  // eligible(i) -> bool: backend i may take this request (proxy/selection.cpp: not down,
+  // below max_active_per_backend, its circuit breaker letting the attempt through).
   // Each callback is called at most a few times per backend per pick.
   template <class ActiveFn, class EligibleFn>
   std::optional<std::size_t> pick(ActiveFn&& active, EligibleFn&& eligible);

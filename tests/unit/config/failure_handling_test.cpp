@@ -1,7 +1,7 @@
 // [resilience.circuit_breaker], [resilience.retry_budget] and [resilience.hedging]: the
-// configuration of issue 13's failure handling (the request path does not use it yet). The
-// defaults, every key, every validation rule with the message the operator sees, the names of
-// upstreams that the budget and the hedging allowlist refer to, unknown keys, and the warnings.
+// configuration of issue 13's failure handling. The defaults, every key, every validation rule
+// with the message the operator sees, the names of upstreams that the budget and the hedging
+// allowlist refer to, unknown keys, and the warnings.
 #include <gtest/gtest.h>
 
 #include <map>

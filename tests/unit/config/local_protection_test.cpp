@@ -1,8 +1,8 @@
 // [resilience.adaptive_admission], [resilience.brownout], [resilience.route_queue] and
-// [resilience.watchdog]: the configuration of issue 14's local runtime protection (the request
-// path does not use it yet). The defaults, every key, every validation rule with the message
-// the operator sees, the upstream names that core_routes and caps refer to, the rules against
-// the front in-flight cap and server.drain_timeout, unknown keys, and the warnings.
+// [resilience.watchdog]: the configuration of issue 14's local runtime protection. The
+// defaults, every key, every validation rule with the message the operator sees, the upstream
+// names that core_routes and caps refer to, the rules against the front in-flight cap and
+// server.drain_timeout, unknown keys, and the warnings.
 #include <gtest/gtest.h>
 
 #include <map>
