@@ -65,8 +65,8 @@ class Dribbler final : public PollTarget {
   // `client_fd` and `server_fd`: the streams' sockets; `relay_client` and `relay_server`: the
   // other ends of their pairs, which the relay owns from now on.
   Dribbler(Poller& poller, int client_fd, int relay_client, int server_fd, int relay_server)
-      : to_server{.from = relay_client, .to = relay_server, .receiver = server_fd},
-        to_client{.from = relay_server, .to = relay_client, .receiver = client_fd},
+      : to_server{.from = relay_client, .to = relay_server, .receiver = server_fd, .held = {}},
+        to_client{.from = relay_server, .to = relay_client, .receiver = client_fd, .held = {}},
         poller_(poller) {
     poller_.defer(*this);
   }
