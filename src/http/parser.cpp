@@ -441,6 +441,22 @@ std::string_view Parser::method_name() const {
   return llhttp_method_name(static_cast<llhttp_method_t>(parser_.method));
 }
 
+RequestHead Parser::request_head() const {
+  RequestHead h;
+  h.method_name = method_name();
+  h.method = method();
+  h.target = target();
+  h.version_major = static_cast<uint8_t>(http_major());
+  h.version_minor = static_cast<uint8_t>(http_minor());
+  h.body = chunked()             ? BodyFraming::chunked
+           : content_length_ > 0 ? BodyFraming::length
+                                 : BodyFraming::none;
+  h.content_length = content_length_;
+  h.keep_alive = keep_alive();
+  h.fields = FieldTable{base_, fields_, field_count_, kinds_seen_};
+  return h;
+}
+
 std::string_view Parser::field_name(uint32_t i) const {
   return view(fields_[i].name_off, fields_[i].name_len);
 }

@@ -19,9 +19,10 @@ bool hop_by_hop(Field f) {
 
 // The field names listed in Connection headers (RFC 9110 section 7.6.1). The first 16 are
 // kept at hand; a head naming more (rare) has its Connection fields searched again.
+template <class Head>  // a RequestHead, or a response's Parser
 class ConnectionTokens {
  public:
-  explicit ConnectionTokens(const Parser& head) : head_(head) {
+  explicit ConnectionTokens(const Head& head) : head_(head) {
     if (!head.has(bit(Field::connection))) return;
     for (uint32_t i = 0; i < head.field_count(); ++i) {
       if (head.field_kind(i) != Field::connection) continue;
@@ -54,7 +55,7 @@ class ConnectionTokens {
     return found;
   }
 
-  const Parser& head_;
+  const Head& head_;
   std::array<std::string_view, 16> tokens_{};
   std::size_t n_ = 0;
   bool overflow_ = false;
@@ -80,8 +81,8 @@ bool split_absolute(std::string_view target, std::string_view& authority, std::s
   return true;
 }
 
-Reason inspect_target(const Parser& head, RequestFacts& facts, bool& absolute) {
-  const std::string_view target = head.target();
+Reason inspect_target(const RequestHead& head, RequestFacts& facts, bool& absolute) {
+  const std::string_view target = head.target;
   absolute = false;
   // A request-target has no fragment (RFC 9112 section 3.2): clients strip it. One that arrives
   // is refused rather than stripped, so that floodgate and the backend never see two targets.
@@ -90,7 +91,7 @@ Reason inspect_target(const Parser& head, RequestFacts& facts, bool& absolute) {
     facts.path = target;
     return Reason::none;
   }
-  if (target == "*" && head.method() == HTTP_OPTIONS) {
+  if (target == "*" && head.method == HTTP_OPTIONS) {
     facts.path = target;
     facts.asterisk = true;
     return Reason::none;
@@ -156,13 +157,13 @@ constexpr std::string_view kHttp2Settings = "HTTP2-Settings";
 
 }  // namespace
 
-Reason inspect_request(const Parser& head, RequestFacts& facts) {
+Reason inspect_request(const RequestHead& head, RequestFacts& facts) {
   facts = RequestFacts{};
-  if (head.http_major() != 1 || head.http_minor() > 1) return Reason::bad_request;
+  if (head.version_major != 1 || head.version_minor > 1) return Reason::bad_request;
   bool absolute = false;
-  if (head.method() == HTTP_CONNECT) {
+  if (head.method == HTTP_CONNECT) {
     // authority-form (RFC 9112 section 3.2.3): host ":" port, nothing else.
-    const std::string_view target = head.target();
+    const std::string_view target = head.target;
     const std::size_t colon = target.rfind(':');
     if (!valid_authority(target) || colon == std::string_view::npos || colon + 1 == target.size() ||
         target.back() == ']') {
@@ -175,7 +176,7 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
     return Reason::bad_request;
   }
   if (absolute && !facts.connect) facts.authority = facts.host;
-  const bool options = head.method() == HTTP_OPTIONS;
+  const bool options = head.method == HTTP_OPTIONS;
   int hosts = 0, codings = 0, request_ids = 0;
   bool connection_upgrade = false;
   for (uint32_t i = 0; i < head.field_count(); ++i) {
@@ -194,7 +195,7 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
         // Only "chunked" alone is forwarded faithfully; anything else is refused rather than
         // guessed at (request smuggling). HTTP/1.0 has no transfer codings (RFC 9112 section
         // 6.1): its message would be framed one way here and another way by an HTTP/1.0 peer.
-        if (++codings > 1 || head.http_minor() == 0 || !iequals(ascii::trim(value), "chunked")) {
+        if (++codings > 1 || head.version_minor == 0 || !iequals(ascii::trim(value), "chunked")) {
           return Reason::bad_request;
         }
         break;
@@ -229,11 +230,11 @@ Reason inspect_request(const Parser& head, RequestFacts& facts) {
     }
   }
   // RFC 9112 section 3.2: an HTTP/1.1 request without Host is refused even in absolute-form.
-  if (hosts == 0 && head.http_minor() == 1) return Reason::bad_request;
+  if (hosts == 0 && head.version_minor == 1) return Reason::bad_request;
   if (!connection_upgrade) facts.offers_h2c = facts.offers_other = false;
   facts.upgrade = facts.offers_other;  // h2c only once a route allows it (apply_h2c_policy)
-  facts.keep_alive = head.keep_alive();
-  facts.has_body = head.chunked() || head.content_length() > 0;
+  facts.keep_alive = head.keep_alive;
+  facts.has_body = head.chunked() || head.content_length > 0;
   return Reason::none;
 }
 
@@ -241,7 +242,7 @@ namespace {
 
 // The Upgrade field the backend receives: the client's offer in order, without the HTTP/2
 // tokens unless the route forwards them.
-void write_upgrade(const Parser& head, const RequestFacts& facts, Writer& out) {
+void write_upgrade(const RequestHead& head, const RequestFacts& facts, Writer& out) {
   const bool h2c = facts.offers_h2c && facts.allow_h2c;
   out.put(h2c ? "Connection: upgrade, HTTP2-Settings\r\nUpgrade: "
               : "Connection: upgrade\r\nUpgrade: ");
@@ -299,10 +300,10 @@ std::string_view options_response(bool close) {
   return close ? kClose : kKeep;
 }
 
-bool write_request_head(const Parser& head, const RequestFacts& facts, const ForwardInfo& fwd,
+bool write_request_head(const RequestHead& head, const RequestFacts& facts, const ForwardInfo& fwd,
                         Writer& out) {
   const ConnectionTokens named(head);
-  out.put(head.method_name()).put(" ").put(facts.path).put(" HTTP/1.1\r\n");
+  out.put(head.method_name).put(" ").put(facts.path).put(" HTTP/1.1\r\n");
   // A request without a Host (HTTP/1.0) or with an empty one still names a host to the backend.
   out.header("Host", facts.host.empty() ? fwd.backend_host : facts.host);
   const bool have_xff = head.has(bit(Field::x_forwarded_for));

@@ -209,7 +209,7 @@ void Attempt::send_request_head() {
   const http::ForwardInfo fwd{client_->client_ip(), ex.request_id,
                               up_->backends[static_cast<std::size_t>(backend_)]->address.text,
                               client_->tls() != nullptr, ex.request.early_data};
-  if (!http::write_request_head(client_->request_parser(), ex.facts, fwd, w)) {
+  if (!http::write_request_head(ex.head, ex.facts, fwd, w)) {
     end(true);
     return client_->on_attempt_failed(*this, Reason::header_too_large);
   }
@@ -312,7 +312,7 @@ void Attempt::process_response() {
 void Attempt::on_interim_response() {
   client_->claim(*this);  // a hedged request's response comes from this attempt from now on
   http::Parser& rp = conn_->parser;
-  const int minor = client_->request_parser().http_minor();
+  const int minor = client_->exchange().head.version_minor;
   if (rp.status() != 100 && minor >= 1) {
     if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
     http::Writer w(client_->out_end(), client_->out_room());
@@ -339,7 +339,7 @@ void Attempt::on_response_head(bool message_done) {
   Exchange& ex = client_->exchange();
   Reactor& reactor = client_->reactor();
   const http::Parser& rp = conn_->parser;
-  const int minor = client_->request_parser().http_minor();
+  const int minor = client_->exchange().head.version_minor;
   // An upgrade the backend declined leaves the client connection in an unknown state.
   // A draining reactor closes the connection after this response: say so.
   const bool keep = ex.facts.keep_alive && !ex.facts.upgrade && !reactor.draining();
@@ -477,8 +477,7 @@ void Attempt::on_client_drained() {
 bool Attempt::retry_stale_connection() {
   const Exchange& ex = client_->exchange();
   if (!conn_ || !conn_->reused || stale_retried_ || ex.facts.has_body || response_head_ ||
-      bin_len_ != 0 || ex.outcome.client_saw_bytes ||
-      !idempotent(client_->request_parser().method())) {
+      bin_len_ != 0 || ex.outcome.client_saw_bytes || !idempotent(ex.head.method)) {
     return false;
   }
   stale_retried_ = true;
@@ -623,12 +622,12 @@ void Attempt::log_failure(Reason reason, int error, bool after_head, std::string
     *fmt::format_to_n(more, sizeof more - 1, "; {} more like it since the last line", count - 1)
          .out = '\0';
   }
-  const http::Parser& rp = client_->request_parser();
+  const http::RequestHead& rh = client_->exchange().head;
   spdlog::warn("upstream \"{}\" backend {}: {}{}{}{} [{}]; client {}, request \"{} {}\"{}",
                up_->params.name, peer.address.text, failure_text(reason, after_head),
                why.empty() ? "" : " (", why, why.empty() ? "" : ")",
                kReasons[static_cast<std::size_t>(reason)].name, client_->client_ip(),
-               rp.method_name(), printable(rp.target(), target), more);
+               rh.method_name, printable(rh.target, target), more);
 }
 
 void Attempt::judge(resilience::CircuitVerdict verdict, Reason reason, int status) noexcept {

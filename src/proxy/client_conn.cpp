@@ -53,7 +53,6 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net
   if (addr != nullptr && ::inet_ntop(peer->sa_family, addr, client_ip_, sizeof(client_ip_))) {
     client_ip_len_ = static_cast<uint8_t>(std::strlen(client_ip_));
   }
-  ex_.head = &parser_;
   ex_.peer = IpAddress::of(peer).value_or(IpAddress{});
   ex_.peer_text = client_ip();
   ex_.connection_id = reactor.next_connection_id();
@@ -196,8 +195,9 @@ void ClientConn::on_head() {
   if (ex_.gen.get() != reactor_.current().get()) ex_.gen = reactor_.current();
   http::RequestFacts& facts = ex_.facts;
   in_pos_ = parser_.head_end();
-  ex_.head_request = parser_.method() == HTTP_HEAD;
-  if (const Reason r = http::inspect_request(parser_, facts); r != Reason::none) return respond(r);
+  ex_.head = parser_.request_head();
+  ex_.head_request = ex_.head.method == HTTP_HEAD;
+  if (const Reason r = http::inspect_request(ex_.head, facts); r != Reason::none) return respond(r);
   MatchPath path;  // what routes match: the normalised path (on the stack, for this match)
   const bool has_path = !facts.asterisk && !facts.connect;
   if (has_path && path.assign(facts.path) != PathVerdict::ok) return respond(Reason::bad_request);
@@ -211,8 +211,8 @@ void ClientConn::on_head() {
     }
   }
   // The front of the chain (the in-flight cap first): before any other per-request work.
-  ex_.request = resilience::RequestView{parser_.method_name(),
-                                        parser_.target(),
+  ex_.request = resilience::RequestView{ex_.head.method_name,
+                                        ex_.head.target,
                                         has_path ? path.view() : std::string_view{},
                                         facts.host_header,
                                         facts.connect ? std::string_view{} : facts.authority,
@@ -227,8 +227,8 @@ void ClientConn::on_head() {
       d.verdict == Decision::Verdict::stop) {
     return respond(d);
   }
-  if (snap.server.max_body_bytes != 0 && !parser_.chunked() &&
-      parser_.content_length() > snap.server.max_body_bytes) {
+  if (snap.server.max_body_bytes != 0 && ex_.head.body == http::BodyFraming::length &&
+      ex_.head.content_length > snap.server.max_body_bytes) {
     return respond(Reason::body_too_large);
   }
   if (facts.request_id.empty()) {
@@ -439,28 +439,28 @@ void ClientConn::log_request() {
   reactor_.metrics().refused(slot, outcome.reason);  // the process log's shedding summary
   AccessLog& log = reactor_.access_log();
   if (!log.enabled()) return;
-  const bool parsed = parser_.head_end() != 0;
+  const http::RequestHead& head = ex_.head;
   AccessRecord r;
   r.time = std::chrono::system_clock::now();
   r.client = r.peer = client_ip();
   std::array<char, kKeyScratch> client{};  // the client's address, from a trusted proxy's head
-  if (parsed) {
+  if (head.complete()) {
     // The client the rate limits' client_ip counted, by the generation the request ran on.
     const Snapshot& snap = request_snapshot();
     if (const std::optional<IpAddress> forwarded =
-            forwarded_client(ex_.peer, snap.server.trusted_proxies, &parser_)) {
+            forwarded_client(ex_.peer, snap.server.trusted_proxies, &head)) {
       r.client = address_text(*forwarded, client);
     }
-    r.method = parser_.method_name();
-    r.target = parser_.target();
-    r.protocol = parser_.http_minor() == 0 ? "HTTP/1.0" : "HTTP/1.1";
+    r.method = head.method_name;
+    r.target = head.target;
+    r.protocol = head.protocol();
     r.host = ex_.facts.host.empty() ? ex_.facts.authority : ex_.facts.host;
-    for (uint32_t i = 0; i < parser_.field_count(); ++i) {
-      const std::string_view name = parser_.field_name(i);
+    for (uint32_t i = 0; i < head.field_count(); ++i) {
+      const std::string_view name = head.field_name(i);
       if (r.user_agent.empty() && name.size() == 10 && ascii::iequals(name, "user-agent")) {
-        r.user_agent = parser_.field_value(i);
+        r.user_agent = head.field_value(i);
       } else if (r.referer.empty() && name.size() == 7 && ascii::iequals(name, "referer")) {
-        r.referer = parser_.field_value(i);
+        r.referer = head.field_value(i);
       }
     }
   }

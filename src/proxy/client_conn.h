@@ -63,7 +63,6 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // -- For the exchange's attempts (attempt.cpp).
   Reactor& reactor() const noexcept { return reactor_; }
   Exchange& exchange() noexcept { return ex_; }
-  const http::Parser& request_parser() const noexcept { return parser_; }
   std::string_view client_ip() const noexcept { return {client_ip_, client_ip_len_}; }
   // The client's TLS session, or nullptr on a plain listener.
   const net::TlsSession* tls() const noexcept { return client_.tls(); }

@@ -60,7 +60,7 @@ bool ClientConn::retry_elsewhere(Reason reason) {
   // and the body, if any, is still whole in the client's buffer.
   const bool unsent = !failed.request_may_have_left() && !ex_.body_taken;
   const RetryCandidate candidate{Outcome::generated(reason),
-                                 parser_.method(),
+                                 ex_.head.method,
                                  ex_.facts.has_body,
                                  ex_.facts.upgrade,
                                  ex_.outcome.client_saw_bytes,
@@ -106,7 +106,7 @@ ClientConn::SecondAttempt ClientConn::start_second_attempt(AttemptRole role, uin
 // after `delay`; the first successful head wins (claim()) and the other is cancelled.
 void ClientConn::arm_hedge(const Upstream& up, const FailurePolicy& policy) {
   if (!policy.hedging || !up.hedge || up.backends.size() < 2 || ex_.facts.has_body ||
-      ex_.facts.upgrade || (policy.hedge_methods & method_bit(parser_.method())) == 0 ||
+      ex_.facts.upgrade || (policy.hedge_methods & method_bit(ex_.head.method)) == 0 ||
       brownout_suppresses_hedging()) {
     return;
   }

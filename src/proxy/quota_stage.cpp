@@ -219,7 +219,7 @@ class QuotaStage final : public Stage {
 
   Decision check(Exchange& ex, Ticket&) const noexcept override {
     QuotaCall& qc = ex.quota;
-    const KeyContext ctx{.head = ex.head,
+    const KeyContext ctx{.head = &ex.head,
                          .request = &ex.request,
                          .peer = &ex.peer,
                          .peer_text = ex.peer_text,

@@ -55,7 +55,7 @@ class RateLimitStage final : public Stage {
 
   Decision check(Exchange& ex, Ticket&) const noexcept override {
     const auto now = ex.started;
-    const KeyContext ctx{.head = ex.head,
+    const KeyContext ctx{.head = &ex.head,
                          .request = &ex.request,
                          .peer = &ex.peer,
                          .peer_text = ex.peer_text,

@@ -26,7 +26,7 @@ std::string_view next_piece(std::string_view& s, char sep) noexcept {
 }
 
 // The value of the first field named `name` (case-insensitive), trimmed; nullptr-safe.
-std::string_view first_field(const http::Parser* head, std::string_view name) noexcept {
+std::string_view first_field(const http::RequestHead* head, std::string_view name) noexcept {
   if (head == nullptr) return {};
   for (uint32_t i = 0; i < head->field_count(); ++i) {
     if (ascii::iequals(head->field_name(i), name)) return ascii::trim(head->field_value(i));
@@ -51,7 +51,7 @@ std::string_view cookie_in(std::string_view list, std::string_view name, bool& f
   return {};
 }
 
-std::string_view cookie(const http::Parser* head, std::string_view name) noexcept {
+std::string_view cookie(const http::RequestHead* head, std::string_view name) noexcept {
   if (head == nullptr || name.empty()) return {};
   for (uint32_t i = 0; i < head->field_count(); ++i) {
     if (!ascii::iequals(head->field_name(i), "cookie")) continue;
@@ -74,7 +74,7 @@ std::string_view query(std::string_view target, std::string_view name) noexcept 
   return {};
 }
 
-std::string_view bearer_token(const http::Parser* head) noexcept {
+std::string_view bearer_token(const http::RequestHead* head) noexcept {
   std::string_view credentials = first_field(head, "authorization");
   const std::string_view scheme = next_piece(credentials, ' ');
   if (!ascii::iequals(scheme, "bearer")) return {};
@@ -149,7 +149,7 @@ std::string_view from_request(Kind kind, const resilience::RequestView* r,
 
 std::optional<IpAddress> forwarded_client(const IpAddress& peer,
                                           std::span<const IpRange> trusted_proxies,
-                                          const http::Parser* head) noexcept {
+                                          const http::RequestHead* head) noexcept {
   if (head == nullptr || !is_trusted(peer, trusted_proxies)) return std::nullopt;
   // The last trusted address passed, from the right: nullopt while that is still the peer.
   std::optional<IpAddress> passed;
@@ -188,7 +188,7 @@ std::string_view key_of(const resilience::KeySource& s, const KeyContext& c,
       return cookie(c.head, s.name);
     case Kind::query:
       if (c.request != nullptr) return query(c.request->target, s.name);
-      return c.head != nullptr ? query(c.head->target(), s.name) : std::string_view{};
+      return c.head != nullptr ? query(c.head->target, s.name) : std::string_view{};
     case Kind::path:
     case Kind::authority:
     case Kind::method:

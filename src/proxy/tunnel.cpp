@@ -28,7 +28,7 @@ void Attempt::begin_tunnel() {
   timer_.cancel();
   if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
   http::Writer w(client_->out_end(), client_->out_room());
-  if (!http::write_response_head(rp, http::ResponsePlan{}, client_->request_parser().http_minor(),
+  if (!http::write_response_head(rp, http::ResponsePlan{}, client_->exchange().head.version_minor,
                                  w)) {
     return fail(Reason::upstream_bad_response);
   }

@@ -28,14 +28,9 @@
 
 #include "floodgate/core/reason.h"
 #include "floodgate/http/field.h"
+#include "floodgate/http/request_head.h"
 
 namespace floodgate::http {
-
-// A header field recorded as offsets relative to the head's base pointer, and what it is.
-struct HeaderField {
-  uint32_t name_off, name_len, value_off, value_len;
-  Field kind;
-};
 
 // The longest chunk line accepted, inclusive: chunk-size, chunk extensions and the CRLF
 // (RFC 9112 section 7.1). HAProxy and nginx also bound it; longer is a malformed body.
@@ -119,6 +114,9 @@ class Parser {
   // Whether the head has at least one field of kind `f` (bit(f)), or of any kind in a set.
   bool has(uint32_t kinds) const { return (kinds_seen_ & kinds) != 0; }
   const char* base() const { return base_; }
+  // A request's head as the request path reads it (request_head.h), after head_done: views
+  // into the head's buffer and field table, valid while they are.
+  RequestHead request_head() const;
 
   Reason error_reason() const { return error_reason_; }
   // Why, in a few words (for logs). Valid after error until the next begin().

@@ -13,6 +13,7 @@
 
 #include "floodgate/core/reason.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/http/request_head.h"
 #include "floodgate/http/writer.h"
 
 namespace floodgate::http {
@@ -48,7 +49,7 @@ inline constexpr std::size_t kMaxRequestIdBytes = 200;
 // protocol policy's decision); an unsupported HTTP version; a malformed target or one with a
 // #fragment. A client X-Request-Id
 // is adopted only when it is 1 to kMaxRequestIdBytes visible ASCII characters (0x21-0x7E).
-Reason inspect_request(const Parser& head, RequestFacts& facts);
+Reason inspect_request(const RequestHead& head, RequestFacts& facts);
 
 // Whether `authority` is `uri-host [":" port]` as floodgate accepts it (RFC 9110 section 7.2,
 // RFC 3986 section 3.2.2): a name of letters, digits, '-', '.', '_' and '~', or a bracketed IPv6
@@ -77,7 +78,7 @@ struct ForwardInfo {
 
 // Writes the request head the backend receives (HTTP/1.1, keep-alive). Returns false when it
 // does not fit in `out`.
-bool write_request_head(const Parser& head, const RequestFacts& facts, const ForwardInfo& fwd,
+bool write_request_head(const RequestHead& head, const RequestFacts& facts, const ForwardInfo& fwd,
                         Writer& out);
 
 // floodgate's answer to OPTIONS * (RFC 9110 section 9.3.7): 200 with Allow and an empty body.

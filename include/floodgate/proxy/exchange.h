@@ -24,7 +24,7 @@
 #include "floodgate/core/reason.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/stage_id.h"
-#include "floodgate/http/parser.h"
+#include "floodgate/http/request_head.h"
 #include "floodgate/http/rewrite.h"
 #include "floodgate/metrics/reactor_metrics.h"
 #include "floodgate/net/poller.h"
@@ -138,9 +138,11 @@ struct Exchange {
   ReactorMetrics* metrics = nullptr;
   uint32_t reactor = 0;  // its index (the per-reactor shards stages keep)
 
+  // -- The request's head (request_head.h), whatever protocol brought it: complete() once the
+  // head is parsed. Its views stay valid until the exchange ends.
+  http::RequestHead head;
   // -- Who sends it, for the rate limits' key sources (request_key.h): the connection's, set
-  // once when it is accepted, and its parser (the head's fields, valid from on_head on).
-  const http::Parser* head = nullptr;
+  // once when it is accepted.
   IpAddress peer{};
   std::string_view peer_text;  // the peer's address as the access log writes it
   uint64_t connection_id = 0;  // unique in the process (cid)
@@ -201,6 +203,7 @@ struct Exchange {
   void begin(Ref<ReactorGeneration> generation, std::chrono::steady_clock::time_point now,
              uint64_t already_read) noexcept {
     gen = std::move(generation);
+    head = {};
     facts = {};
     up = nullptr;
     started = now;

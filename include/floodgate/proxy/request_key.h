@@ -70,7 +70,7 @@
 #include <vector>
 
 #include "floodgate/core/ip_range.h"
-#include "floodgate/http/parser.h"
+#include "floodgate/http/request_head.h"
 #include "floodgate/resilience/params.h"
 #include "floodgate/resilience/request_view.h"
 
@@ -80,7 +80,7 @@ namespace floodgate::proxy {
 // nothing: the sources that need it are missing (client_ip without `peer` falls back to
 // peer_text, without `trusted_proxies` it trusts nobody).
 struct KeyContext {
-  const http::Parser* head = nullptr;  // the parsed request head
+  const http::RequestHead* head = nullptr;  // the parsed request head
   const resilience::RequestView* request = nullptr;
   const IpAddress* peer = nullptr;  // the connection's peer
   std::string_view peer_text;       // its textual form (as the access log has it)
@@ -99,7 +99,7 @@ inline constexpr std::size_t kKeyScratch = 256;
 // access log's `client` both take it from here.
 std::optional<IpAddress> forwarded_client(const IpAddress& peer,
                                           std::span<const IpRange> trusted_proxies,
-                                          const http::Parser* head) noexcept;
+                                          const http::RequestHead* head) noexcept;
 
 // `a` in client_ip's canonical text form (above), written into `out` (it always fits).
 std::string_view address_text(const IpAddress& a, std::span<char, kKeyScratch> out) noexcept;

@@ -18,7 +18,8 @@ class Inspected {
   explicit Inspected(std::string_view request) : m_(Parser::Kind::request, request) {
     const Result r = m_.parse_head();
     parsed_ = r == Result::head_done;
-    reason_ = parsed_ ? inspect_request(m_.parser(), facts_) : m_.parser().error_reason();
+    reason_ =
+        parsed_ ? inspect_request(m_.parser().request_head(), facts_) : m_.parser().error_reason();
   }
   bool parsed() const { return parsed_; }
   Reason reason() const { return reason_; }
@@ -250,8 +251,8 @@ TEST(InspectRequest, ClearsFactsFromAnEarlierRequest) {
   ASSERT_EQ(first.parse_head(), Result::head_done);
   ASSERT_EQ(second.parse_head(), Result::head_done);
   RequestFacts facts;
-  ASSERT_EQ(inspect_request(first.parser(), facts), Reason::none);
-  ASSERT_EQ(inspect_request(second.parser(), facts), Reason::none);
+  ASSERT_EQ(inspect_request(first.parser().request_head(), facts), Reason::none);
+  ASSERT_EQ(inspect_request(second.parser().request_head(), facts), Reason::none);
   EXPECT_FALSE(facts.expect_continue);
   EXPECT_FALSE(facts.has_body);
   EXPECT_FALSE(facts.upgrade);

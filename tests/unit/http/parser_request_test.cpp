@@ -99,6 +99,49 @@ TEST(RequestParser, ParsesRequestLineAndFields) {
                                       "X-Empty: ", "X-Multi: a, b,  c"}));
 }
 
+TEST(RequestParser, TheRequestHeadCarriesWhatTheRequestPathReads) {
+  Message m(kRequest, kGet);
+  ASSERT_EQ(m.parse_head(), Result::head_done);
+  const RequestHead h = m.parser().request_head();
+  EXPECT_TRUE(h.complete());
+  EXPECT_EQ(h.method, HTTP_GET);
+  EXPECT_EQ(h.method_name, "GET");
+  EXPECT_EQ(h.target, "/path/to?q=1&r=%20");
+  EXPECT_EQ(h.scheme, "");     // HTTP/1: the listener says it
+  EXPECT_EQ(h.authority, "");  // HTTP/1: Host is a field
+  EXPECT_EQ(h.protocol(), "HTTP/1.1");
+  EXPECT_EQ(h.body, BodyFraming::none);
+  EXPECT_TRUE(h.keep_alive);
+  ASSERT_EQ(h.field_count(), 5u);
+  EXPECT_EQ(h.field_name(0), "Host");
+  EXPECT_EQ(h.field_value(0), "example.com");
+  EXPECT_EQ(h.field_kind(0), Field::host);
+  EXPECT_EQ(h.field_value(4), "a, b,  c");
+  EXPECT_TRUE(h.has(bit(Field::host)));
+  EXPECT_FALSE(h.has(bit(Field::transfer_encoding)));
+}
+
+TEST(RequestParser, TheRequestHeadSaysHowTheBodyIsFramed) {
+  const auto framing = [](std::string_view text) {
+    Message m(kRequest, text);
+    EXPECT_EQ(m.parse_head(), Result::head_done) << text;
+    return m.parser().request_head();
+  };
+  const RequestHead length = framing("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\r\n");
+  EXPECT_EQ(length.body, BodyFraming::length);
+  EXPECT_EQ(length.content_length, 12u);
+  const RequestHead empty = framing("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(empty.body, BodyFraming::none);
+  const RequestHead chunked =
+      framing("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+  EXPECT_EQ(chunked.body, BodyFraming::chunked);
+  EXPECT_TRUE(chunked.chunked());
+  const RequestHead old = framing("GET / HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(old.protocol(), "HTTP/1.0");
+  EXPECT_FALSE(old.keep_alive);
+  EXPECT_FALSE(RequestHead{}.complete());
+}
+
 TEST(RequestParser, HeadFedByteByByteGivesTheSameFacts) {
   Message whole(kRequest, kGet);
   ASSERT_EQ(whole.parse_head(), Result::head_done);

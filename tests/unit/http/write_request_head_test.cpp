@@ -26,14 +26,14 @@ std::string forwarded(std::string_view request, const ForwardInfo& fwd = kFwd,
     return "";
   }
   RequestFacts facts;
-  if (inspect_request(m.parser(), facts) != Reason::none) {
+  if (inspect_request(m.parser().request_head(), facts) != Reason::none) {
     ADD_FAILURE() << "request refused: " << request;
     return "";
   }
   apply_h2c_policy(facts, allow_h2c);
   std::string out(16384, '\0');
   Writer w(out.data(), out.size());
-  EXPECT_TRUE(write_request_head(m.parser(), facts, fwd, w));
+  EXPECT_TRUE(write_request_head(m.parser().request_head(), facts, fwd, w));
   out.resize(w.size());
   return out;
 }
@@ -201,11 +201,12 @@ TEST(WriteRequestHead, ReturnsFalseWhenTheHeadDoesNotFit) {
   Message m(kRequest, request);
   ASSERT_EQ(m.parse_head(), Result::head_done);
   RequestFacts facts;
-  ASSERT_EQ(inspect_request(m.parser(), facts), Reason::none);
+  ASSERT_EQ(inspect_request(m.parser().request_head(), facts), Reason::none);
   for (std::size_t cap = 0; cap <= full.size(); ++cap) {
     std::vector<char> buf(cap + 1, '#');
     Writer w(buf.data(), cap);
-    EXPECT_EQ(write_request_head(m.parser(), facts, kFwd, w), cap == full.size()) << cap;
+    EXPECT_EQ(write_request_head(m.parser().request_head(), facts, kFwd, w), cap == full.size())
+        << cap;
     EXPECT_EQ(buf[cap], '#') << "wrote past the capacity " << cap;
   }
 }

@@ -88,7 +88,7 @@ class QuotaStageTest : public ::testing::Test {
     ex->quota.ex = ex.get();
     ex->metrics = &metrics;
     ex->started = now;
-    ex->head = parser.get();
+    ex->head = parser->request_head();
     ex->up = &ups[up];
     ex->request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
     ex->peer = IpAddress::parse(peer).value_or(IpAddress{});
@@ -264,7 +264,7 @@ TEST_F(QuotaStageTest, CheckingAKnownIdentityAllocatesNothing) {
   steady.quota.ex = &steady;
   steady.metrics = &metrics;
   steady.started = now;
-  steady.head = parser.get();
+  steady.head = parser->request_head();
   steady.up = &ups[0];
   steady.request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
   count_heap_allocations_on_this_thread();

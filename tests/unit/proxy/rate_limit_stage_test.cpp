@@ -83,7 +83,7 @@ class RateLimitStageTest : public ::testing::Test {
     ex = std::make_unique<Exchange>();
     ex->metrics = &metrics;
     ex->started = now;
-    ex->head = parser.get();
+    ex->head = parser->request_head();
     ex->request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
     ex->peer = IpAddress::parse(peer).value_or(IpAddress{});
     ex->peer_text = peer;
@@ -257,7 +257,7 @@ TEST_F(RateLimitStageTest, CheckingAKnownIdentityAllocatesNothing) {
   Exchange steady;
   steady.metrics = &metrics;
   steady.started = now;
-  steady.head = parser.get();
+  steady.head = parser->request_head();
   steady.request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
   steady.peer_text = "192.0.2.1";
   steady.peer = IpAddress::parse("192.0.2.1").value_or(IpAddress{});

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "floodgate/core/heap_count.h"
+#include "floodgate/http/parser.h"
 
 namespace floodgate::proxy {
 namespace {
@@ -43,6 +44,7 @@ class Request {
         peer_text_(peer) {
     parser_.begin(text_.data(), fields_.get(), http::HeadLimits{});
     EXPECT_EQ(parser_.parse_head(text_.size()), http::Parser::Result::head_done) << text_;
+    head_ = parser_.request_head();
     view_.method = parser_.method_name();
     view_.target = parser_.target();
     view_.path = target.starts_with('/') ? target.substr(0, target.find('?')) : "";
@@ -53,7 +55,7 @@ class Request {
   }
 
   KeyContext context() const {
-    return KeyContext{.head = &parser_,
+    return KeyContext{.head = &head_,
                       .request = &view_,
                       .peer = &peer_,
                       .peer_text = peer_text_,
@@ -75,6 +77,7 @@ class Request {
   std::string text_;
   std::unique_ptr<http::HeaderField[]> fields_;
   http::Parser parser_;
+  http::RequestHead head_;
   std::string peer_text_;
   IpAddress peer_{};
 };
@@ -350,7 +353,7 @@ TEST(ForwardedClient, IsNothingWhenTheClientIsThePeerItself) {
   const IpAddress proxy = *IpAddress::parse("192.0.2.10");
   const IpAddress other = *IpAddress::parse("198.51.100.7");
   Request with("Host: h\r\nX-Forwarded-For: 203.0.113.9\r\n");
-  const http::Parser* head = with.context().head;
+  const http::RequestHead* head = with.context().head;
   EXPECT_EQ(forwarded_client(other, trusted, head), std::nullopt);  // an untrusted peer
   EXPECT_EQ(forwarded_client(proxy, {}, head), std::nullopt);       // nobody trusted
   EXPECT_EQ(forwarded_client(proxy, trusted, nullptr), std::nullopt);
