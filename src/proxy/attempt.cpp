@@ -1,6 +1,6 @@
-// One attempt at a backend: connecting or reusing a pooled connection, forwarding the request
-// head (the client pumps the body), reading the response and streaming it into the client's
-// output, re-framed as plan_response() decided.
+// One attempt at a backend: connecting or reusing a pooled connection (or a CONNECT target's
+// connection), forwarding the request head (the downstream pumps the body), reading the
+// response and streaming it into the downstream's sink, which frames it for the client.
 #include "floodgate/proxy/attempt.h"
 
 #include <spdlog/spdlog.h>
@@ -11,8 +11,9 @@
 #include <string_view>
 
 #include "backend_conn.h"
-#include "client_conn.h"
 #include "floodgate/proxy/circuit_log.h"
+#include "floodgate/proxy/downstream.h"
+#include "floodgate/proxy/exchange.h"
 #include "floodgate/proxy/failure_policy.h"
 #include "floodgate/proxy/reactor.h"
 
@@ -46,11 +47,11 @@ Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout()
 Attempt::~Attempt() = default;
 
 void Attempt::hold() noexcept {
-  client_->add_ref();
+  ex_->downstream().hold();
 }
 
 void Attempt::release() noexcept {
-  client_->release_ref();
+  ex_->downstream().release();
 }
 
 net::Stream& Attempt::stream() noexcept {
@@ -66,31 +67,30 @@ char* Attempt::request_end() const noexcept {
 }
 
 std::size_t Attempt::request_room() const noexcept {
-  return client_->reactor().request_data() - bout_len_;
+  return ex_->reactor().request_data() - bout_len_;
 }
 
 void Attempt::reset() noexcept {
   up_ = nullptr;
   backend_ = -1;
-  plan_ = {};
   bout_len_ = bin_len_ = bin_pos_ = 0;
   role_ = AttemptRole::primary;
   started_ = ended_ = connecting_ = backend_writing_ = false;
-  response_head_ = response_done_ = backend_eof_ = last_chunk_written_ = false;
+  response_head_ = response_done_ = backend_eof_ = body_ended_ = false;
   stale_retried_ = request_sent_ = tls_failed_ = established_ = head_ready_ = false;
   backend_done_ = false;
   begun_at_ = connected_at_ = head_at_ = sent_at_ = {};
 }
 
 void Attempt::release_buffers() noexcept {
-  Reactor& reactor = client_->reactor();
+  Reactor& reactor = ex_->reactor();
   reactor.request_buffers().release(std::exchange(bout_, nullptr));
   reactor.response_buffers().release(std::exchange(bin_, nullptr));
   bout_len_ = bin_len_ = bin_pos_ = 0;
 }
 
 void Attempt::arm_timer(std::chrono::milliseconds d) {
-  Reactor& reactor = client_->reactor();
+  Reactor& reactor = ex_->reactor();
   reactor.wheel().schedule(timer_, reactor.now() + d);
 }
 
@@ -103,11 +103,11 @@ void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
   backend_ = static_cast<int32_t>(backend);
   in_flight_ = std::move(entered);
   pass_ = std::move(pass);
-  begun_at_ = client_->reactor().now();
+  begun_at_ = ex_->reactor().now();
   connected_at_ = head_at_ = sent_at_ = {};
   Backend& peer = *up.backends[backend];
-  Backend::Stats& stats = peer.stats[client_->reactor().index()];
-  Ref<BackendConn> idle = client_->reactor().take_idle(peer);
+  Backend::Stats& stats = peer.stats[ex_->reactor().index()];
+  Ref<BackendConn> idle = ex_->reactor().take_idle(peer);
   if (idle && !same_tls(*idle, up)) {
     idle->close();  // made under other [upstreams.tls] settings (a reload changed them)
     idle = {};
@@ -121,7 +121,7 @@ void Attempt::start(const Upstream& up, uint32_t backend, InFlight entered,
     return send_request_head();
   }
   stats.connects.add();
-  conn_ = Ref<BackendConn>(new BackendConn(client_->reactor(), up.id, up.backends[backend]));
+  conn_ = Ref<BackendConn>(new BackendConn(ex_->reactor(), up.id, up.backends[backend]));
   connect(peer.endpoint, up.params.connect_timeout,
           [](net::StreamOwner& o, const error_code& ec, std::size_t) {
             Attempt::from(o).on_connected(ec);
@@ -164,8 +164,8 @@ void Attempt::on_established() {
   established_ = true;
   connecting_ = false;
   timer_.cancel();
-  connected_at_ = client_->reactor().now();
-  stats_of(*up_, backend_, client_->reactor()).connect_time.observe(connected_at_ - begun_at_);
+  connected_at_ = ex_->reactor().now();
+  stats_of(*up_, backend_, ex_->reactor()).connect_time.observe(connected_at_ - begun_at_);
 }
 
 void Attempt::on_tls_handshake(Handshake result) noexcept {
@@ -193,25 +193,25 @@ void Attempt::fail_transport(const error_code& ec) {
 }
 
 bool Attempt::acquire_buffers() {
-  Reactor& reactor = client_->reactor();
+  Reactor& reactor = ex_->reactor();
   if (bout_ == nullptr) bout_ = reactor.request_buffers().acquire();
   if (bin_ == nullptr) bin_ = reactor.response_buffers().acquire();
   return bout_ != nullptr && bin_ != nullptr;
 }
 
 void Attempt::send_request_head() {
-  Exchange& ex = client_->exchange();
+  Exchange& ex = *ex_;
   if (!acquire_buffers()) {  // at server.max_buffers_per_reactor
     end(true);               // nothing was sent on it
-    return client_->on_attempt_failed(*this, Reason::buffers_exhausted);
+    return ex_->on_attempt_failed(*this, Reason::buffers_exhausted);
   }
-  http::Writer w(bout_, client_->reactor().request_data());
-  const http::ForwardInfo fwd{client_->client_ip(), ex.request_id,
+  http::Writer w(bout_, ex_->reactor().request_data());
+  const http::ForwardInfo fwd{ex_->downstream().client_ip(), ex.request_id,
                               up_->backends[static_cast<std::size_t>(backend_)]->address.text,
-                              client_->tls() != nullptr, ex.request.early_data};
+                              ex_->downstream().tls() != nullptr, ex.request.early_data};
   if (!http::write_request_head(ex.head, ex.facts, fwd, w)) {
     end(true);
-    return client_->on_attempt_failed(*this, Reason::header_too_large);
+    return ex_->on_attempt_failed(*this, Reason::header_too_large);
   }
   bout_len_ = w.size();
   head_ready_ = true;
@@ -220,7 +220,7 @@ void Attempt::send_request_head() {
                       http::HeadLimits{0, 0, BufferLayout::kResponseFields});
   conn_->parser.set_no_body(ex.head_request);
   do_backend_read();
-  client_->on_request_head_sent(*this);
+  ex_->downstream().on_request_head_sent(*this);
 }
 
 void Attempt::send_request() {
@@ -233,25 +233,25 @@ void Attempt::send_request() {
 }
 
 void Attempt::on_backend_written(const error_code& ec) {
-  if (!ec && up_ != nullptr) stats_of(*up_, backend_, client_->reactor()).bytes_sent.add(bout_len_);
+  if (!ec && up_ != nullptr) stats_of(*up_, backend_, ex_->reactor()).bytes_sent.add(bout_len_);
   if (ec) {
     if (retry_stale_connection()) return;
-    if (!client_->exchange().outcome.client_saw_bytes) return fail_transport(ec);
+    if (!ex_->outcome.client_saw_bytes) return fail_transport(ec);
     // reset before the response (after a 1xx)
     judge(resilience::CircuitVerdict::failure, Reason::upstream_reset, 0);
     log_failure(Reason::upstream_reset, ec.value(), true);
-    return client_->cut(OutcomeSource::upstream);
+    return ex_->downstream().cut(OutcomeSource::upstream);
   }
   bout_len_ = 0;
-  client_->pump_request_body(*this);
+  ex_->downstream().pump_request_body(*this);
 }
 
 void Attempt::request_done() {
   request_sent_ = true;
-  sent_at_ = client_->reactor().now();
+  sent_at_ = ex_->reactor().now();
   if (!response_head_ && !awaiting_) {
     awaiting_ = true;
-    client_->reactor().metrics().awaiting_backend.add(1);
+    ex_->reactor().metrics().awaiting_backend.add(1);
   }
   if (!response_head_) arm_timer(up_->params.response_timeout);
 }
@@ -265,7 +265,7 @@ void Attempt::do_backend_read() {
 }
 
 void Attempt::on_backend_read(const error_code& ec, std::size_t n) {
-  if (client_->closed() || !conn_) return;
+  if (ex_->downstream().gone() || !conn_) return;
   if (ec && retry_stale_connection()) return;
   if (ec == asio::error::eof) {
     backend_eof_ = true;
@@ -275,10 +275,10 @@ void Attempt::on_backend_read(const error_code& ec, std::size_t n) {
   if (ec) {
     if (!response_head_) return fail_transport(ec);
     log_failure(Reason::upstream_reset, ec.value(), true);
-    return client_->cut(OutcomeSource::upstream);
+    return ex_->downstream().cut(OutcomeSource::upstream);
   }
   bin_len_ += n;
-  if (up_ != nullptr) stats_of(*up_, backend_, client_->reactor()).bytes_received.add(n);
+  if (up_ != nullptr) stats_of(*up_, backend_, ex_->reactor()).bytes_received.add(n);
   if (response_head_) timer_.cancel();
   process_response();
 }
@@ -298,9 +298,9 @@ void Attempt::process_response() {
   const int status = conn_->parser.status();
   if (status < 200 && status != 101) return on_interim_response();
   if (status == 101) {
-    if (!client_->exchange().facts.upgrade) return fail(Reason::upstream_bad_response);
+    if (!ex_->facts.upgrade) return fail(Reason::upstream_bad_response);
     stop_awaiting();
-    head_at_ = client_->reactor().now();
+    head_at_ = ex_->reactor().now();
     judge(resilience::CircuitVerdict::success, Reason::none, status);
     return begin_tunnel();
   }
@@ -310,18 +310,9 @@ void Attempt::process_response() {
 // 1xx other than 101: forwarded to HTTP/1.1 clients (except 100, which floodgate sends
 // itself), then the next response head is parsed from the bytes that follow.
 void Attempt::on_interim_response() {
-  client_->claim(*this);  // a hedged request's response comes from this attempt from now on
+  ex_->claim(*this);  // a hedged request's response comes from this attempt from now on
   http::Parser& rp = conn_->parser;
-  const int minor = client_->exchange().head.version_minor;
-  if (rp.status() != 100 && minor >= 1) {
-    if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
-    http::Writer w(client_->out_end(), client_->out_room());
-    if (!http::write_response_head(rp, http::ResponsePlan{}, minor, w)) {
-      return fail(Reason::upstream_bad_response);
-    }
-    client_->commit_out(w.size());
-    client_->exchange().head_bytes_out += w.size();
-  }
+  if (const Reason r = ex_->downstream().response_head(rp, true); r != Reason::none) return fail(r);
   std::size_t consumed = 0;
   auto no_sink = [](const char*, std::size_t) {};
   const std::size_t end = rp.head_end();
@@ -330,19 +321,17 @@ void Attempt::on_interim_response() {
   bin_len_ -= end;
   rp.begin(in_data(), reinterpret_cast<http::HeaderField*>(bin_),
            http::HeadLimits{0, 0, BufferLayout::kResponseFields});
-  rp.set_no_body(client_->exchange().head_request);
-  if (client_->out_pending()) return client_->write_out();  // on_client_drained() goes on
+  rp.set_no_body(ex_->head_request);
+  if (ex_->downstream().response_pending()) {
+    return ex_->downstream().flush();  // on_client_drained() goes on
+  }
   process_response();
 }
 
 void Attempt::on_response_head(bool message_done) {
-  Exchange& ex = client_->exchange();
-  Reactor& reactor = client_->reactor();
+  Exchange& ex = *ex_;
+  Reactor& reactor = ex.reactor();
   const http::Parser& rp = conn_->parser;
-  const int minor = client_->exchange().head.version_minor;
-  // An upgrade the backend declined leaves the client connection in an unknown state.
-  // A draining reactor closes the connection after this response: say so.
-  const bool keep = ex.facts.keep_alive && !ex.facts.upgrade && !reactor.draining();
   const auto verdict = circuit_verdict_of_status(ex.gen->snapshot->failure, rp.status());
   judge(verdict, Reason::none, rp.status());
   if (role_ == AttemptRole::retry) {
@@ -350,25 +339,20 @@ void Attempt::on_response_head(bool message_done) {
                                          ? RetryResult::failed
                                          : RetryResult::succeeded);
   }
-  if (verdict == resilience::CircuitVerdict::failure && client_->exchange().other(*this).live()) {
+  if (verdict == resilience::CircuitVerdict::failure && ex.other(*this).live()) {
     // A hedged request's failed response while the other attempt may still succeed: the
     // first successful head wins.
     end(false);
-    return client_->on_attempt_failed(*this, Reason::none);
+    return ex.on_attempt_failed(*this, Reason::none);
   }
-  client_->claim(*this);
+  ex.claim(*this);
   stop_awaiting();
   head_at_ = reactor.now();
   Backend::Stats& stats = stats_of(*up_, backend_, reactor);
   stats.responses[status_class(rp.status())].add();
   stats.head_time.observe(head_at_ - begun_at_);
-  plan_ = http::plan_response(rp, ex.head_request, minor, keep);
   ex.decide(Outcome::relayed(rp.status(), backend_latency()));
-  if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
-  http::Writer w(client_->out_end(), client_->out_room());
-  if (!http::write_response_head(rp, plan_, minor, w)) return fail(Reason::upstream_bad_response);
-  client_->commit_out(w.size());
-  ex.head_bytes_out += w.size();
+  if (const Reason r = ex.downstream().response_head(rp, false); r != Reason::none) return fail(r);
   response_head_ = true;
   timer_.cancel();
   bin_pos_ = rp.head_end();
@@ -380,32 +364,26 @@ void Attempt::on_response_head(bool message_done) {
 // already there: the backend is read as long as the output has room, so that a response that
 // fits in it is read to its end whatever the client's pace (then the backend's part is over).
 void Attempt::pump_response_body() {
-  if (client_->closed()) return;
-  const bool chunked = plan_.framing == http::Framing::chunked;
+  Downstream& sink = ex_->downstream();
+  if (sink.gone()) return;
   http::Parser& rp = conn_->parser;
-  while (!response_done_ && client_->out_room() >= 2 * kFramingSlack) {
-    const std::size_t feed = std::min(bin_len_ - bin_pos_, client_->out_room() - kFramingSlack);
-    http::Writer w(client_->out_end(), client_->out_room());
-    auto sink = [&](const char* p, std::size_t n) {
-      if (chunked) http::write_chunk_header(n, w);
-      w.put({p, n});
-      if (chunked) w.put(http::kChunkEnd);
-    };
+  auto put = [&sink](const char* p, std::size_t n) { sink.put_body(p, n); };
+  while (!response_done_ && sink.body_room() > 0) {
+    const std::size_t feed = std::min(bin_len_ - bin_pos_, sink.body_room());
     std::size_t consumed = 0;
-    auto r = rp.parse_body(in_data() + bin_pos_, feed, consumed, sink);
-    client_->commit_out(w.size());
+    auto r = rp.parse_body(in_data() + bin_pos_, feed, consumed, put);
     bin_pos_ += consumed;
     if (r == http::Parser::Result::need_more && backend_eof_ && bin_pos_ == bin_len_) {
       r = rp.finish();  // close-delimited body ends at EOF; anything else is truncation
     }
     if (r == http::Parser::Result::error) {
-      if (!client_->exchange().outcome.client_saw_bytes && !backend_eof_) {
-        client_->discard_out();  // nothing reached the client: say so
+      if (!ex_->outcome.client_saw_bytes && !backend_eof_) {
+        sink.discard_response();  // nothing reached the client: say so
         return fail(Reason::upstream_bad_response);
       }
       // Never present a short body as whole.
       log_failure(backend_eof_ ? Reason::upstream_reset : Reason::upstream_bad_response, 0, true);
-      return client_->cut(OutcomeSource::upstream);
+      return sink.cut(OutcomeSource::upstream);
     }
     if (r == http::Parser::Result::message_done) {
       response_done_ = true;
@@ -413,11 +391,9 @@ void Attempt::pump_response_body() {
       break;
     }
   }
-  if (response_done_ && chunked && !last_chunk_written_) {
-    http::Writer w(client_->out_end(), client_->out_room());
-    w.put(http::kLastChunk);
-    client_->commit_out(w.size());
-    last_chunk_written_ = true;
+  if (response_done_ && !body_ended_) {
+    sink.end_body();
+    body_ended_ = true;
   }
   if (response_done_ && request_sent_ && !ended_) {
     // The whole response is in the client's output and the whole request reached the
@@ -425,10 +401,10 @@ void Attempt::pump_response_body() {
     // back to the pool and its buffers to the reactor now, then what admitted the request.
     end(reusable());
     release_buffers();
-    client_->on_backend_done();
+    ex_->on_backend_done();
   }
-  if (client_->out_pending()) {
-    client_->write_out();  // on_client_drained() goes on once it is all out
+  if (sink.response_pending()) {
+    sink.flush();  // on_client_drained() goes on once it is all out
     if (response_done_) return;
   } else if (response_done_) {
     return finish_response();
@@ -436,7 +412,7 @@ void Attempt::pump_response_body() {
   // response_timeout runs while floodgate waits on the backend alone (the output empty, every
   // byte read parsed), never while the client holds the response up.
   if (conn_->reading()) {  // a read into bin_ is on its way
-    if (!client_->out_pending()) arm_timer(up_->params.response_timeout);
+    if (!sink.response_pending()) arm_timer(up_->params.response_timeout);
     return;
   }
   if (bin_pos_ == bin_len_) {
@@ -454,7 +430,7 @@ void Attempt::pump_response_body() {
     if (bin_len_ == BufferLayout::kResponseData) {
       // Floodgate holds all it can of the response and waits on the client alone: the stages'
       // tickets go back now; the pool slot stays while the backend may still be sending.
-      client_->on_client_paced();
+      ex_->on_client_paced();
       return;
     }
   }
@@ -475,7 +451,7 @@ void Attempt::on_client_drained() {
 // acted on it before it closed, so a POST or PATCH is never sent again (RFC 9112 section
 // 9.3.1); it gets 502 upstream_reset.
 bool Attempt::retry_stale_connection() {
-  const Exchange& ex = client_->exchange();
+  const Exchange& ex = *ex_;
   if (!conn_ || !conn_->reused || stale_retried_ || ex.facts.has_body || response_head_ ||
       bin_len_ != 0 || ex.outcome.client_saw_bytes || !idempotent(ex.head.method)) {
     return false;
@@ -492,7 +468,7 @@ bool Attempt::retry_stale_connection() {
   request_sent_ = false;
   backend_eof_ = false;
   const std::shared_ptr<Backend>& peer = up_->backends[static_cast<std::size_t>(backend_)];
-  conn_ = Ref<BackendConn>(new BackendConn(client_->reactor(), up_->id, peer));
+  conn_ = Ref<BackendConn>(new BackendConn(ex_->reactor(), up_->id, peer));
   connect(peer->endpoint, up_->params.connect_timeout,
           [](net::StreamOwner& o, const error_code& ec, std::size_t) {
             Attempt::from(o).on_connected(ec);
@@ -513,13 +489,13 @@ void Attempt::note_client_paced() {
   if ((bin_len_ - bin_pos_) + conn_->unread_bytes() < rp.body_left()) return;
   backend_done_ = true;
   in_flight_.release();
-  client_->on_backend_done();
+  ex_->on_backend_done();
 }
 
 void Attempt::stop_awaiting() noexcept {
   if (!awaiting_) return;
   awaiting_ = false;
-  client_->reactor().metrics().awaiting_backend.add(-1);
+  ex_->reactor().metrics().awaiting_backend.add(-1);
 }
 
 bool Attempt::reusable() const noexcept {
@@ -528,13 +504,13 @@ bool Attempt::reusable() const noexcept {
 
 void Attempt::finish_response() {
   end(reusable());  // nothing more when the backend's part ended before the client's
-  client_->on_response_done(plan_.close_client);
+  ex_->downstream().response_done();
 }
 
 void Attempt::fail(Reason reason, int error, std::string_view detail) {
   if (up_ != nullptr) {
     // docs/metrics.md: a connect timeout is both a connect failure and a timeout.
-    ReactorMetrics& metrics = client_->reactor().metrics();
+    ReactorMetrics& metrics = ex_->reactor().metrics();
     if (reason == Reason::upstream_connect_failed || reason == Reason::upstream_connect_timeout) {
       metrics.connect_failure(up_->id);
     }
@@ -548,7 +524,7 @@ void Attempt::fail(Reason reason, int error, std::string_view detail) {
     log_failure(reason, error, false, detail);
   }
   end(false);
-  client_->on_attempt_failed(*this, reason);
+  ex_->on_attempt_failed(*this, reason);
 }
 
 namespace {
@@ -608,10 +584,10 @@ void Attempt::log_failure(Reason reason, int error, bool after_head, std::string
   const std::size_t kind = backend_failure_kind(reason);
   if (kind >= kBackendFailureKinds) return;
   Backend& peer = *up_->backends[static_cast<std::size_t>(backend_)];
-  Backend::Stats& stats = peer.stats[client_->reactor().index()];
+  Backend::Stats& stats = peer.stats[ex_->reactor().index()];
   stats.failures[kind].add();
   if (after_head) stats.backend_aborts.add();
-  const uint64_t count = peer.failure_log[kind].occurred(client_->reactor().now());
+  const uint64_t count = peer.failure_log[kind].occurred(ex_->reactor().now());
   if (count == 0) return;
   char errtext[128] = "";
   std::string_view why = detail;
@@ -622,18 +598,18 @@ void Attempt::log_failure(Reason reason, int error, bool after_head, std::string
     *fmt::format_to_n(more, sizeof more - 1, "; {} more like it since the last line", count - 1)
          .out = '\0';
   }
-  const http::RequestHead& rh = client_->exchange().head;
+  const http::RequestHead& rh = ex_->head;
   spdlog::warn("upstream \"{}\" backend {}: {}{}{}{} [{}]; client {}, request \"{} {}\"{}",
                up_->params.name, peer.address.text, failure_text(reason, after_head),
                why.empty() ? "" : " (", why, why.empty() ? "" : ")",
-               kReasons[static_cast<std::size_t>(reason)].name, client_->client_ip(),
+               kReasons[static_cast<std::size_t>(reason)].name, ex_->downstream().client_ip(),
                rh.method_name, printable(rh.target, target), more);
 }
 
 void Attempt::judge(resilience::CircuitVerdict verdict, Reason reason, int status) noexcept {
   if (!pass_) return;
   Backend& peer = *up_->backends[static_cast<std::size_t>(backend_)];
-  const auto now = client_->reactor().now();
+  const auto now = ex_->reactor().now();
   const resilience::CircuitTransition t = peer.breaker->record(std::move(pass_), verdict, now);
   if (t) log_circuit_transition(*up_, peer, t, {reason, status}, now);
 }
@@ -649,7 +625,7 @@ void Attempt::end(bool reusable) {
   Ref<BackendConn> c = std::move(conn_);
   c->drop_pending();  // nobody waits for them any more
   backend_writing_ = false;
-  Reactor& reactor = client_->reactor();
+  Reactor& reactor = ex_->reactor();
   if (reusable && !reactor.draining() && up_ != nullptr) {
     c->reused = true;
     reactor.put_idle(*c, up_->params);
@@ -661,12 +637,66 @@ void Attempt::end(bool reusable) {
 }
 
 void Attempt::on_timeout() {
-  const Ref<ClientConn> keep(client_);
-  if (connecting_) return fail(Reason::upstream_connect_timeout);
-  if (!response_head_) return fail(Reason::upstream_timeout);
-  if (up_ != nullptr) client_->reactor().metrics().timeout(up_->id);
-  log_failure(Reason::upstream_timeout, 0, true);
-  client_->cut(OutcomeSource::upstream);  // the backend stalled mid-body: a short body
+  Downstream& ds = ex_->downstream();
+  ds.hold();
+  if (connecting_) {
+    fail(Reason::upstream_connect_timeout);
+  } else if (!response_head_) {
+    fail(Reason::upstream_timeout);
+  } else {
+    if (up_ != nullptr) ex_->reactor().metrics().timeout(up_->id);
+    log_failure(Reason::upstream_timeout, 0, true);
+    ds.cut(OutcomeSource::upstream);  // the backend stalled mid-body: a short body
+  }
+  ds.release();
+}
+
+// -- Tunnels: an upgrade the backend accepted, a CONNECT target's connection.
+
+// A tunnel target has no pool and so no connect_timeout of its own.
+constexpr std::chrono::seconds kTunnelConnectTimeout{10};
+// The id a tunnel's connection carries instead of a pool's (it is never pooled).
+constexpr uint32_t kNoPool = UINT32_MAX;
+
+// The backend agreed to switch protocols: its 101 goes to the client, then the downstream
+// relays bytes both ways.
+void Attempt::begin_tunnel() {
+  Exchange& ex = *ex_;
+  http::Parser& rp = conn_->parser;
+  ex.decide(Outcome::relayed(101, backend_latency()));
+  // The offer became a tunnel, which does no work inside the caps: what the stages admitted it
+  // with goes back (resilience.inflight.exempt_upgrades); the pool slot stays until it closes.
+  if (ex.gen->snapshot->protection.params.inflight.exempt_upgrades) ex.release_tickets();
+  timer_.cancel();
+  if (const Reason r = ex.downstream().tunnel_head(&rp); r != Reason::none) return fail(r);
+  // Bytes the backend sent after its 101 head belong to the tunnel.
+  const std::size_t extra = bin_len_ - rp.head_end();
+  std::memmove(in_data(), in_data() + rp.head_end(), extra);
+  bin_len_ = extra;
+  ex.downstream().run_tunnel();
+}
+
+void Attempt::start_tunnel(const asio::ip::tcp::endpoint& to) {
+  started_ = true;
+  begun_at_ = ex_->reactor().now();
+  conn_ = Ref<BackendConn>(new BackendConn(ex_->reactor(), kNoPool, nullptr));
+  connect(to, kTunnelConnectTimeout, [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+    Attempt::from(o).on_tunnel_connected(ec);
+  });
+}
+
+void Attempt::on_tunnel_connected(const error_code& ec) {
+  connecting_ = false;
+  timer_.cancel();
+  if (ec) return fail(Reason::upstream_connect_failed);
+  connected_at_ = head_at_ = ex_->reactor().now();  // the tunnel's "head" is floodgate's 200
+  Exchange& ex = *ex_;
+  if (bin_ == nullptr) bin_ = ex.reactor().response_buffers().acquire();
+  if (bin_ == nullptr) return fail(Reason::buffers_exhausted);
+  ex.decide(Outcome::relayed(200, ex.now() - ex.started));
+  if (const Reason r = ex.downstream().tunnel_head(nullptr); r != Reason::none) return fail(r);
+  bin_len_ = 0;
+  ex.downstream().run_tunnel();
 }
 
 }  // namespace floodgate::proxy

@@ -1,5 +1,6 @@
-// The client connection: reading and parsing request heads, answering requests floodgate
-// refuses, finishing an exchange and keeping the connection alive.
+// The HTTP/1.1 client connection: reading and parsing request heads, pumping request bodies,
+// writing responses and floodgate's own answers, finishing an exchange and keeping the
+// connection alive.
 #include "client_conn.h"
 
 #include <arpa/inet.h>
@@ -26,16 +27,8 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net
     : reactor_(reactor),
       client_(reactor.poller(), *this),
       tls_listener_(tls),
-      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this),
-      hedge_timer_([](void* c) { static_cast<ClientConn*>(c)->on_hedge_timer(); }, this) {
-  for (Attempt& a : ex_.attempts) a.bind(*this);
-  ex_.wait.poller = &reactor.poller();
-  ex_.clock = &reactor.poller().clock();
-  ex_.wait.owner = this;
-  ex_.metrics = &reactor.metrics();
-  ex_.quota_links = &reactor.quota_links();
-  ex_.quota.ex = &ex_;
-  ex_.reactor = reactor.index();
+      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this) {
+  ex_.bind(reactor, *this);
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // What a slow reader costs the kernel is bounded too: without it the kernel grows a client's
@@ -146,11 +139,11 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
       return parse_head();
     case Phase::head:
       return parse_head();
-    case Phase::forwarding:
-      return pump_request_body(ex_.attempt());
-    case Phase::queued:
-      return watch_client_while_queued();
-    default:
+    case Phase::exchange:
+      if (ex_.phase == Exchange::Phase::forwarding) return pump_request_body(ex_.attempt());
+      if (ex_.phase == Exchange::Phase::queued) return watch_while_waiting(true);
+      return;
+    case Phase::closing:
       return;
   }
 }
@@ -167,6 +160,7 @@ void ClientConn::start_request() {
 void ClientConn::begin_request() {
   phase_ = Phase::head;
   in_pos_ = 0;
+  plan_ = {};
   ex_.begin(reactor_.current(), ex_.now(), in_len_);
   for (Attempt& a : ex_.attempts) a.reset();
 }
@@ -174,12 +168,10 @@ void ClientConn::begin_request() {
 void ClientConn::parse_head() {
   switch (parser_.parse_head(in_len_)) {
     case http::Parser::Result::need_more:
-      if (in_len_ == reactor_.request_data()) {
-        return respond(Reason::header_too_large);
-      }
+      if (in_len_ == reactor_.request_data()) return ex_.answer(Reason::header_too_large);
       return do_client_read();
     case http::Parser::Result::error:
-      return respond(parser_.error_reason());
+      return ex_.answer(parser_.error_reason());
     default:
       return on_head();
   }
@@ -197,10 +189,15 @@ void ClientConn::on_head() {
   in_pos_ = parser_.head_end();
   ex_.head = parser_.request_head();
   ex_.head_request = ex_.head.method == HTTP_HEAD;
-  if (const Reason r = http::inspect_request(ex_.head, facts); r != Reason::none) return respond(r);
+  phase_ = Phase::exchange;
+  if (const Reason r = http::inspect_request(ex_.head, facts); r != Reason::none) {
+    return ex_.answer(r);
+  }
   MatchPath path;  // what routes match: the normalised path (on the stack, for this match)
   const bool has_path = !facts.asterisk && !facts.connect;
-  if (has_path && path.assign(facts.path) != PathVerdict::ok) return respond(Reason::bad_request);
+  if (has_path && path.assign(facts.path) != PathVerdict::ok) {
+    return ex_.answer(Reason::bad_request);
+  }
   if (!facts.has_body) {
     // Complete the message in the parser now, so a rejection below can keep the connection.
     std::size_t consumed = 0;
@@ -210,7 +207,6 @@ void ClientConn::on_head() {
       ex_.request_parsed = true;
     }
   }
-  // The front of the chain (the in-flight cap first): before any other per-request work.
   ex_.request = resilience::RequestView{ex_.head.method_name,
                                         ex_.head.target,
                                         has_path ? path.view() : std::string_view{},
@@ -221,30 +217,7 @@ void ClientConn::on_head() {
                                         facts.origin,
                                         facts.cors_request_method,
                                         early_end_ > 0};
-  ex_.inflight_exempt = -1;  // a new request: its exemption is decided afresh
-  const Snapshot& snap = *ex_.gen->snapshot;
-  if (const Decision d = snap.front.run(ex_, reactor_.metrics());
-      d.verdict == Decision::Verdict::stop) {
-    return respond(d);
-  }
-  if (snap.server.max_body_bytes != 0 && ex_.head.body == http::BodyFraming::length &&
-      ex_.head.content_length > snap.server.max_body_bytes) {
-    return respond(Reason::body_too_large);
-  }
-  if (facts.request_id.empty()) {
-    reactor_.next_request_id(ex_.request_id_buf);
-    ex_.request_id = {ex_.request_id_buf, sizeof(ex_.request_id_buf)};
-  } else {
-    ex_.request_id = facts.request_id;
-  }
-  if (facts.asterisk) return answer_options();
-  if (facts.connect) return open_connect_tunnel();  // the protocol policy allowed it
-  const Route* route = snap.routes.match(facts.host, path.view());
-  if (route == nullptr) return respond(Reason::no_route);
-  http::apply_h2c_policy(facts, route->allow_h2c_upgrade);
-  ex_.up = &snap.upstream(route->upstream);
-  ex_.cursor = 0;  // the route's chain, from its first stage
-  run_chain(snap.route_chains[route->index]);
+  ex_.route(path.view());
 }
 
 // The reactor is at server.max_buffers_per_reactor (or out of memory): the request that has
@@ -255,44 +228,37 @@ void ClientConn::refuse_without_buffer(std::size_t n) {
   begin_request();
   parser_.begin(landing_, nullptr, {});  // nothing of this request is parsed (access log)
   ex_.bytes_in = n;
-  respond(Reason::buffers_exhausted);
+  ex_.answer(Reason::buffers_exhausted);
 }
 
-void ClientConn::respond(Reason reason, const PrebuiltAnswer* answer, int status) {
-  Outcome o = Outcome::generated(reason);
-  if (status != 0) o.status = status;
-  ex_.decide(o);
-  reactor_.metrics().generated(reason);
-  const bool close = generated_closes(reason);
-  const bool pool_reason = pool_rejection_index(reason) < kPoolRejections.size();
-  std::string_view bytes = answer != nullptr ? answer->bytes(close)
-                           : pool_reason && ex_.up != nullptr
-                               ? ex_.up->rejection(reason, close)
-                               : http::generated_response(reason, close);
+// floodgate's answer (the exchange decided its outcome): a stage's prebuilt bytes, the pool's
+// (with its Retry-After) for a pool reason, the plain one for the reason, or one built now
+// into the output buffer when its Retry-After or header lines are known only now.
+void ClientConn::respond(const Decision& d) {
+  const bool close = generated_closes(d.reason);
+  if (d.answer == nullptr && (d.retry_after != 0 || !d.extra.empty()) && acquire_out()) {
+    http::Writer w(cout_, BufferLayout::kResponseData);
+    http::write_generated_response({.reason = d.reason,
+                                    .close = close,
+                                    .retry_after_seconds = d.retry_after,
+                                    .extra_headers = d.extra},
+                                   w);
+    cout_len_ = 0;  // the bytes are written from the buffer's start, not as an attempt's output
+    return write_generated({cout_, w.size()}, close);
+  }
+  const bool pool_reason = pool_rejection_index(d.reason) < kPoolRejections.size();
+  const std::string_view bytes = d.answer != nullptr ? d.answer->bytes(close)
+                                 : pool_reason && ex_.up != nullptr
+                                     ? ex_.up->rejection(d.reason, close)
+                                     : http::generated_response(d.reason, close);
   write_generated(bytes, close);
 }
 
-void ClientConn::respond(const Decision& d) {
-  if (d.answer != nullptr || (d.retry_after == 0 && d.extra.empty())) {
-    return respond(d.reason, d.answer, d.status);
-  }
-  respond_retry_after(d.reason, d.retry_after, d.extra);
-}
-
-void ClientConn::respond_retry_after(Reason reason, uint32_t retry_after_seconds,
-                                     std::string_view extra) {
-  if (!acquire_out()) return respond(reason);  // no buffer: the plain response
-  ex_.decide(Outcome::generated(reason));
-  reactor_.metrics().generated(reason);
-  const bool close = generated_closes(reason);
-  http::Writer w(cout_, BufferLayout::kResponseData);
-  http::write_generated_response({.reason = reason,
-                                  .close = close,
-                                  .retry_after_seconds = retry_after_seconds,
-                                  .extra_headers = extra},
-                                 w);
-  cout_len_ = 0;  // the bytes are written from the buffer's start, not as the attempt's output
-  write_generated({cout_, w.size()}, close);
+// OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
+// path to match it with: floodgate answers for itself, with what it forwards.
+void ClientConn::answer_options() {
+  const bool close = !ex_.facts.keep_alive || !ex_.request_parsed || reactor_.draining();
+  write_generated(http::options_response(close), close);
 }
 
 // The unread rest of a rejected request cannot be told apart from a next request: close.
@@ -301,25 +267,14 @@ bool ClientConn::generated_closes(Reason reason) const noexcept {
          reactor_.draining();
 }
 
-// OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
-// path to match it with: floodgate answers for itself, with what it forwards.
-void ClientConn::answer_options() {
-  ex_.decide(Outcome::answered(200));
-  const bool close = !ex_.facts.keep_alive || !ex_.request_parsed || reactor_.draining();
-  write_generated(http::options_response(close), close);
-}
-
 // Writes a response floodgate made (static bytes), then finishes the request; `close` ends the
 // connection after it (with a lingering close: see linger_close()).
 void ClientConn::write_generated(std::string_view bytes, bool close) {
   const std::size_t head = bytes.find("\r\n\r\n") + 4;
   if (ex_.head_request) bytes = bytes.substr(0, head);  // HEAD: no body
   ex_.head_bytes_out += head;
-  // The answer is decided: what admitted the request goes back before the client reads it, so
-  // that its next request (on this connection or another) finds the slot free.
-  ex_.release_admission();
   arm_send_timer();
-  phase_ = Phase::generated;
+  phase_ = Phase::exchange;
   client_writing_ = true;
   generated_close_ = close;
   client_.write(bytes.data(), bytes.size(),
@@ -337,7 +292,7 @@ void ClientConn::on_generated_written(const error_code& ec, bool close) {
 }
 
 // The bytes the attempt put in the output go to the client.
-void ClientConn::write_out() {
+void ClientConn::flush() {
   if (client_writing_) return;  // the completion writes what was added meanwhile
   client_writing_ = true;
   ex_.outcome.client_saw_bytes = true;
@@ -357,57 +312,173 @@ void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
   client_timer_.cancel();
   if (ec) return cut(OutcomeSource::client);
   if (phase_ == Phase::closing) return linger_close();
-  if (cout_sent_ < cout_len_) return write_out();  // the attempt added bytes meanwhile
+  if (cout_sent_ < cout_len_) return flush();  // the attempt added bytes meanwhile
   cout_len_ = cout_sent_ = 0;
   ex_.attempt().on_client_drained();
 }
 
-void ClientConn::on_attempt_failed(Attempt& failed, Reason reason) {
-  Attempt& other = ex_.other(failed);
-  if (other.live()) {  // hedged: the other attempt may still answer
-    ex_.current = ex_.index_of(other);
-    return;
+void ClientConn::response_done() {
+  finish_request(plan_.close_client || !ex_.request_parsed);
+}
+
+// The exchange waits for a stage: a read stays pending so that a client that goes away is
+// noticed (and the wait given up, close()) at once. Bytes it sends meanwhile (the body, a
+// pipelined request) are kept for later; once in_ is full nothing more is read until the
+// exchange stops waiting.
+void ClientConn::watch_while_waiting(bool on) {
+  if (!on) return client_.cancel_read();
+  if (client_.reading() || closed_) return;
+  const std::size_t room = reactor_.request_data() - in_len_;
+  if (room == 0) return;
+  client_.read_some(in_data() + in_len_, room,
+                    [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                      ClientConn& c = ClientConn::from(o);
+                      c.on_client_read(ec, n, false);
+                    });
+}
+
+void ClientConn::on_request_head_sent(Attempt& a) {
+  if (ex_.facts.expect_continue && !ex_.request_parsed && in_pos_ == in_len_ &&
+      parser_.http_minor() >= 1) {
+    // Invite the body now that the request is routed and has a backend.
+    client_writing_ = true;
+    arm_send_timer();
+    ex_.head_bytes_out += http::kContinue.size();
+    client_.write(http::kContinue.data(), http::kContinue.size(),
+                  [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                    ClientConn& c = ClientConn::from(o);
+                    c.client_writing_ = false;
+                    c.ex_.bytes_out += n;
+                    if (c.closed_) return;
+                    if (ec) return c.cut(OutcomeSource::client);
+                    if (c.cout_len_ > 0) c.flush();
+                  });
   }
-  ex_.current = ex_.index_of(failed);
-  hedge_timer_.cancel();
-  if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::upstream);
-  if (retry_elsewhere(reason)) return;
-  respond(reason);
+  pump_request_body(a);
 }
 
-void ClientConn::claim(Attempt& a) {
-  hedge_timer_.cancel();
-  ex_.current = ex_.index_of(a);
-  Attempt& other = ex_.other(a);
-  const bool hedged = ex_.attempts[1].role() == AttemptRole::hedge && ex_.attempts[1].started();
-  if (!hedged || ex_.hedge_settled) return;
-  ex_.hedge_settled = true;
-  ReactorMetrics& m = reactor_.metrics();
-  m.hedge(ex_.up->id,
-          a.role() == AttemptRole::hedge ? HedgeResult::won_by_hedge : HedgeResult::won_by_primary);
-  if (other.live()) {
-    // HTTP/1.1 cannot cancel a request on a connection: the loser's is closed, never pooled
-    // mid-response; its count in the backend's load and its circuit pass go back (no verdict).
-    other.end(false);
-    m.hedge(ex_.up->id, HedgeResult::cancelled);
+void ClientConn::pump_request_body(Attempt& a) {
+  if (a.sending() || closed_ || !a.head_ready()) return;
+  const ServerParams& server = ex_.gen->snapshot->server;
+  const bool chunked = parser_.chunked();
+  while (!ex_.request_parsed && a.request_room() >= 2 * kFramingSlack) {
+    const std::size_t feed = std::min(in_len_ - in_pos_, a.request_room() - kFramingSlack);
+    http::Writer w(a.request_end(), a.request_room());
+    auto sink = [&](const char* p, std::size_t n) {
+      if (chunked) http::write_chunk_header(n, w);
+      w.put({p, n});
+      if (chunked) w.put(http::kChunkEnd);
+      ex_.body_bytes += n;
+    };
+    std::size_t consumed = 0;
+    const auto r = parser_.parse_body(in_data() + in_pos_, feed, consumed, sink);
+    a.commit_request(w.size());
+    in_pos_ += consumed;
+    if (consumed > 0) ex_.body_taken = true;
+    if (r == http::Parser::Result::error) {
+      a.end(false);
+      if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
+      return ex_.answer(Reason::bad_request);
+    }
+    if (server.max_body_bytes != 0 && ex_.body_bytes > server.max_body_bytes) {
+      a.end(false);
+      if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
+      return ex_.answer(Reason::body_too_large);
+    }
+    if (r == http::Parser::Result::message_done) {
+      ex_.request_parsed = true;
+      if (chunked) {  // the feed bound leaves room for the last chunk
+        http::Writer last(a.request_end(), a.request_room());
+        last.put(http::kLastChunk);
+        a.commit_request(last.size());
+      }
+    } else if (in_pos_ == in_len_) {
+      break;
+    }
   }
+  if (a.request_buffered()) return a.send_request();
+  if (ex_.request_parsed) {
+    client_timer_.cancel();
+    return a.request_done();
+  }
+  // Everything buffered is forwarded: read more body, reusing the space after the head.
+  in_len_ = in_pos_ = parser_.head_end();
+  arm_client_timer(server.idle_timeout);
+  do_client_read();
 }
 
-void ClientConn::on_response_done(bool close) {
-  finish_request(close || !ex_.request_parsed);
+// -- The response sink: the backend's head rewritten for an HTTP/1.x client, the body passed
+// through (Content-Length), re-chunked or close-delimited as plan_response() decides.
+
+Reason ClientConn::response_head(const http::Parser& head, bool interim) {
+  const int minor = ex_.head.version_minor;
+  if (interim) {
+    // floodgate sends its own 100 Continue; an HTTP/1.0 client gets no 1xx at all.
+    if (head.status() == 100 || minor < 1) return Reason::none;
+    if (!acquire_out()) return Reason::buffers_exhausted;
+    http::Writer w(out_end(), out_room());
+    if (!http::write_response_head(head, http::ResponsePlan{}, minor, w)) {
+      return Reason::upstream_bad_response;
+    }
+    commit_out(w.size());
+    ex_.head_bytes_out += w.size();
+    return Reason::none;
+  }
+  // An upgrade the backend declined leaves the client connection in an unknown state.
+  // A draining reactor closes the connection after this response: say so.
+  const bool keep = ex_.facts.keep_alive && !ex_.facts.upgrade && !reactor_.draining();
+  plan_ = http::plan_response(head, ex_.head_request, minor, keep);
+  if (!acquire_out()) return Reason::buffers_exhausted;
+  http::Writer w(out_end(), out_room());
+  if (!http::write_response_head(head, plan_, minor, w)) return Reason::upstream_bad_response;
+  commit_out(w.size());
+  ex_.head_bytes_out += w.size();
+  return Reason::none;
 }
 
-void ClientConn::end_attempts() noexcept {
-  for (Attempt& a : ex_.attempts) a.end(false);  // one still running is abandoned, never pooled
+Reason ClientConn::tunnel_head(const http::Parser* head) {
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection Established\r\n\r\n";
+  if (!acquire_out()) return Reason::buffers_exhausted;
+  http::Writer w(out_end(), out_room());
+  if (head == nullptr) {
+    w.put(kEstablished);
+  } else if (!http::write_response_head(*head, http::ResponsePlan{}, ex_.head.version_minor, w)) {
+    return Reason::upstream_bad_response;
+  }
+  commit_out(w.size());
+  ex_.head_bytes_out += w.size();
+  return Reason::none;
+}
+
+// Body bytes a parse may feed now: the output keeps kFramingSlack free for the chunk framing
+// around what one feed yields, and takes nothing below twice that.
+std::size_t ClientConn::body_room() const noexcept {
+  const std::size_t room = out_room();
+  return room >= 2 * kFramingSlack ? room - kFramingSlack : 0;
+}
+
+void ClientConn::put_body(const char* data, std::size_t n) {
+  http::Writer w(out_end(), out_room());
+  const bool chunked = plan_.framing == http::Framing::chunked;
+  if (chunked) http::write_chunk_header(n, w);
+  w.put({data, n});
+  if (chunked) w.put(http::kChunkEnd);
+  commit_out(w.size());
+}
+
+void ClientConn::end_body() {
+  if (plan_.framing != http::Framing::chunked) return;
+  http::Writer w(out_end(), out_room());
+  w.put(http::kLastChunk);
+  commit_out(w.size());
 }
 
 // Ends the exchange in progress: metrics, access log, backend release, then either the next
 // request (keep-alive, possibly already pipelined in in_) or closing the connection.
 void ClientConn::finish_request(bool close_client) {
   if (phase_ == Phase::idle || phase_ == Phase::closing) return;
-  hedge_timer_.cancel();
-  log_request();
-  end_attempts();
+  ex_.log();
+  ex_.end_attempts();
   ex_.end();  // the pool slot, then the stages' tickets (the in-flight cap's slot)
   // Nothing is pending on the response side: its buffers go back now.
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
@@ -428,82 +499,6 @@ void ClientConn::finish_request(bool close_client) {
   in_len_ = in_pos_ = early_end_ = 0;
   arm_client_timer(reactor_.snapshot().server.idle_timeout);
   do_client_read();
-}
-
-void ClientConn::log_request() {
-  const Outcome& outcome = ex_.outcome;
-  const Upstream* up = ex_.up;
-  const std::size_t slot = up != nullptr ? ReactorMetrics::slot_for(up->id) : 0;
-  const auto elapsed = ex_.now() - ex_.started;
-  if (outcome.status != 0) reactor_.metrics().count_request(slot, outcome.status, elapsed);
-  reactor_.metrics().refused(slot, outcome.reason);  // the process log's shedding summary
-  AccessLog& log = reactor_.access_log();
-  if (!log.enabled()) return;
-  const http::RequestHead& head = ex_.head;
-  AccessRecord r;
-  r.time = std::chrono::system_clock::now();
-  r.client = r.peer = client_ip();
-  std::array<char, kKeyScratch> client{};  // the client's address, from a trusted proxy's head
-  if (head.complete()) {
-    // The client the rate limits' client_ip counted, by the generation the request ran on.
-    const Snapshot& snap = request_snapshot();
-    if (const std::optional<IpAddress> forwarded =
-            forwarded_client(ex_.peer, snap.server.trusted_proxies, &head)) {
-      r.client = address_text(*forwarded, client);
-    }
-    r.method = head.method_name;
-    r.target = head.target;
-    r.protocol = head.protocol();
-    r.host = ex_.facts.host.empty() ? ex_.facts.authority : ex_.facts.host;
-    for (uint32_t i = 0; i < head.field_count(); ++i) {
-      const std::string_view name = head.field_name(i);
-      if (r.user_agent.empty() && name.size() == 10 && ascii::iequals(name, "user-agent")) {
-        r.user_agent = head.field_value(i);
-      } else if (r.referer.empty() && name.size() == 7 && ascii::iequals(name, "referer")) {
-        r.referer = head.field_value(i);
-      }
-    }
-  }
-  if (const net::TlsSession* tls = client_.tls()) {
-    const net::TlsFacts facts = tls->facts();
-    r.tls_version = facts.version;
-    r.tls_cipher = facts.cipher;
-  }
-  r.status = outcome.status;
-  r.bytes_in = ex_.bytes_in;
-  r.bytes_out = ex_.bytes_out;
-  r.body_bytes_sent = ex_.bytes_out > ex_.head_bytes_out ? ex_.bytes_out - ex_.head_bytes_out : 0;
-  if (const Attempt& a = ex_.attempt(); a.started()) {
-    r.connect_time = a.connect_time();
-    r.head_time = a.head_time();
-  }
-  if (up != nullptr) {
-    r.upstream = up->params.name;
-    if (const int32_t b = ex_.attempt().backend(); b >= 0) {
-      r.backend = up->backends[static_cast<std::size_t>(b)]->address.text;
-    }
-    for (const Attempt& a : ex_.attempts) {  // in the order they were made, every send
-      if (a.backend() < 0) continue;
-      for (uint8_t i = 0; i < a.sends() && r.attempts < r.backends.size(); ++i) {
-        r.backends[r.attempts++] =
-            up->backends[static_cast<std::size_t>(a.backend())]->address.text;
-      }
-    }
-  }
-  if (ex_.facts.connect) {  // a CONNECT tunnel's target
-    r.backend = ex_.facts.authority;
-    if (ex_.attempt().started()) {
-      r.backends[0] = r.backend;
-      r.attempts = 1;
-    }
-  }
-  r.duration = elapsed;
-  r.reason = outcome.reason;
-  if (ex_.rate_limited_by != nullptr) r.rate_limit = *ex_.rate_limited_by;
-  if (ex_.quota_by != nullptr) r.quota = *ex_.quota_by;
-  r.request_id = ex_.request_id;
-  r.would_reject = ex_.would_reject;
-  log.write(reactor_.index(), r);
 }
 
 // Closes the connection gracefully: our response is out, so stop sending and discard what
@@ -610,20 +605,22 @@ void ClientConn::on_client_timeout() {
     case Phase::idle:  // nothing sent yet, or between keep-alive requests: close silently
       return close();
     case Phase::head:  // the head did not complete in time
-      return respond(Reason::header_timeout);
-    case Phase::queued:  // the wait's deadline (the pool's pending_timeout)
-      return leave_wait(ex_.wait.at_deadline, CancelReason::timed_out);
-    case Phase::forwarding:  // the client stalled reading the response, or sending its body
-      if (client_writing_ && ex_.attempt().response_started()) {
-        // A write of the response has waited kClientPacedAfter at least: the kernel holds all
-        // it can for this client, which reads slower than the backend sends.
-        ex_.release_tickets();
+      return ex_.answer(Reason::header_timeout);
+    case Phase::exchange:
+      if (ex_.phase == Exchange::Phase::forwarding) {
+        // The client stalled reading the response, or sending its body.
+        if (client_writing_ && ex_.attempt().response_started()) {
+          // A write of the response has waited kClientPacedAfter at least: the kernel holds
+          // all it can for this client, which reads slower than the backend sends.
+          ex_.release_tickets();
+        }
+        if (client_writing_ && send_progressing()) return;
+        return cut(OutcomeSource::client);
       }
+      if (ex_.phase == Exchange::Phase::tunnel) return cut(OutcomeSource::client);  // idle
+      // floodgate's answer still being written.
       if (client_writing_ && send_progressing()) return;
-      return cut(OutcomeSource::client);
-    case Phase::tunnel:  // no traffic either way for idle_timeout
-      return cut(OutcomeSource::client);
-    case Phase::generated:
+      return close();
     case Phase::closing:  // a response still being written, or the linger
       if (client_writing_ && send_progressing()) return;
       return close();
@@ -644,27 +641,17 @@ bool ClientConn::force_close() {
 }
 
 void ClientConn::on_generation_retired(uint64_t retired, const Snapshot& current) {
-  if (!ex_.gen || ex_.gen->snapshot->generation != retired || ex_.up == nullptr) return;
-  if (phase_ == Phase::queued) {
-    // A waiter never outlives its generation's grace: wake it and turn it away, whether or not
-    // its pool lives on (it would otherwise be admitted onto a configuration that is gone).
-    const Ref<ClientConn> keep(this);
-    return leave_wait(Reason::generation_retired, CancelReason::retired);
-  }
-  // A pool that lives on by name belongs to the current generation too: its requests (long
-  // downloads, tunnels) carry on. Only a request whose pool was removed is ended.
-  const uint32_t id = ex_.up->id;
-  if (id < current.by_id.size() && current.by_id[id] != nullptr) return;
+  if (phase_ != Phase::exchange) return;
   const Ref<ClientConn> keep(this);
-  cut(OutcomeSource::floodgate);
+  ex_.on_generation_retired(retired, current);
 }
 
 void ClientConn::cut(OutcomeSource by) {
   if (phase_ != Phase::idle && phase_ != Phase::closing) ex_.outcome.cut_short(by);
   // The client gave up on a backend's response (HAProxy's cli_abrt): counted for that backend.
-  if (const Attempt& a = ex_.attempt(); by == OutcomeSource::client && ex_.up != nullptr &&
-                                        a.live() && a.backend() >= 0 &&
-                                        (phase_ == Phase::forwarding || phase_ == Phase::tunnel)) {
+  if (const Attempt& a = ex_.attempt();
+      by == OutcomeSource::client && ex_.up != nullptr && a.live() && a.backend() >= 0 &&
+      (in_exchange(Exchange::Phase::forwarding) || in_exchange(Exchange::Phase::tunnel))) {
     ex_.up->backends[static_cast<std::size_t>(a.backend())]
         ->stats[reactor_.index()]
         .client_aborts.add();
@@ -675,26 +662,14 @@ void ClientConn::cut(OutcomeSource by) {
 void ClientConn::close() {
   if (closed_) return;
   closed_ = true;
-  const bool queued = phase_ == Phase::queued;
-  if (phase_ == Phase::forwarding || phase_ == Phase::tunnel || phase_ == Phase::generated ||
-      queued) {
-    log_request();  // cut short: logged with the status it had (0 = no response was sent)
+  if (phase_ == Phase::exchange) {
+    ex_.log();  // cut short: logged with the status it had (0 = no response was sent)
   }
   phase_ = Phase::closing;
   client_timer_.cancel();
-  hedge_timer_.cancel();
   handshake_permit_.release();
   reactor_.opening_end(*this);
-  if (queued && ex_.wait.stage != nullptr) {  // the client went away while waiting
-    Wait& w = ex_.wait;
-    w.abandoned = true;
-    if (w.stage->cancel(ex_, CancelReason::client_gone)) {
-      w.stage = nullptr;
-      parked_ = Ref<ClientConn>();  // self_ still holds the connection
-    }  // else the completion is on its way: the stage gives back what it brings
-  }
-  end_attempts();
-  ex_.end(false);  // settled; the generation stays pinned while completions may be pending
+  ex_.abandon();  // a wait given up, the attempts ended, what it holds settled
   client_.close();
   const Ref<ClientConn> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the connection.

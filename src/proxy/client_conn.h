@@ -1,9 +1,13 @@
-// A client connection: the socket, reading and parsing request heads, writing responses,
-// keep-alive, pipelining and the lingering close. It embeds one Exchange (exchange.h), begun
-// again for each request, whose Attempts (attempt.h) do the backend side. The request path:
-//   read head -> parse -> front of the chain -> route -> admit (pool) -> select backend ->
-//   attempt: connect or reuse, forward the head; client: pump the body ->
-//   attempt: stream the response into the client's output; client: write it -> log
+// A client connection speaking HTTP/1.1: the socket, reading and parsing request heads,
+// keep-alive and pipelining, 100-continue, the request body's pump, writing responses (their
+// heads rewritten, bodies passed through, re-chunked or close-delimited), floodgate's own
+// answers, the lingering close and the tunnel relay (tunnel.cpp). It owns one Exchange
+// (exchange.h) at a time and is that exchange's Downstream (downstream.h): the exchange runs
+// the request (the chain, waits, backends, retries, hedges), its Attempts (attempt.h) talk to
+// the backend, and both reach the client only through the Downstream interface. The path:
+//   read head -> parse -> Exchange::route (front of the chain, route, the route's chain,
+//   select backend) -> attempt: connect or reuse, forward the head; here: pump the body ->
+//   attempt: response head and body into this connection's output; here: write it -> log
 // Each async step is a do_x() that starts an operation and an on_x() that handles its
 // completion (Boost.Beast style). docs/architecture.md describes the shape.
 //
@@ -29,14 +33,16 @@
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
+#include "floodgate/http/rewrite.h"
 #include "floodgate/net/stream.h"
+#include "floodgate/proxy/downstream.h"
 #include "floodgate/proxy/exchange.h"
 #include "floodgate/proxy/reactor.h"
 #include "floodgate/upstream/admission.h"
 
 namespace floodgate::proxy {
 
-class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner, public WaitOwner {
+class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner, public Downstream {
  public:
   // Takes the accepted socket `fd`; `peer` is the client's address. `tls`: the listener speaks
   // TLS with these certificates (of the reactor's current generation), else nullptr.
@@ -53,69 +59,34 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void on_generation_retired(uint64_t retired, const Snapshot& current);
 
   // net::StreamOwner: the client stream's completions.
-  void hold() noexcept override { add_ref(); }
-  void release() noexcept override { release_ref(); }
   void on_tls_handshake(Handshake result) noexcept override;
   bool on_tls_hello() noexcept override;
   std::string_view tls_plain_http_answer() noexcept override;
   static ClientConn& from(net::StreamOwner& owner) { return static_cast<ClientConn&>(owner); }
 
-  // -- For the exchange's attempts (attempt.cpp).
-  Reactor& reactor() const noexcept { return reactor_; }
-  Exchange& exchange() noexcept { return ex_; }
-  std::string_view client_ip() const noexcept { return {client_ip_, client_ip_len_}; }
-  // The client's TLS session, or nullptr on a plain listener.
-  const net::TlsSession* tls() const noexcept { return client_.tls(); }
-  bool closed() const noexcept { return closed_; }
-  // Attempt `a`'s request head is on its way: invite the body (100-continue), pump it.
-  void on_request_head_sent(Attempt& a);
-  // Forwards buffered request body into attempt `a`, or reads more of it.
-  void pump_request_body(Attempt& a);
-  // The response's bytes for the client: a response buffer the attempt fills, written by
-  // write_out() (which calls the attempt's on_client_drained() when all is out). The attempt
-  // may go on adding bytes while a write is in progress (its completion writes them next), so
-  // that a response that fits is read from the backend whatever the client's pace.
-  bool acquire_out() noexcept;
-  char* out_end() const noexcept { return cout_ + cout_len_; }
-  std::size_t out_room() const noexcept;
-  void commit_out(std::size_t n) noexcept { cout_len_ += n; }
-  // Bytes in the output the client has not taken yet (written or being written).
-  bool out_pending() const noexcept { return cout_len_ > 0; }
-  // Only before the first write_out() of the response: nothing of it reached the client.
-  void discard_out() noexcept { cout_len_ = cout_sent_ = 0; }
-  bool writing() const noexcept { return client_writing_; }
-  void write_out();
-  // Attempt `failed` failed for `reason`. When the exchange's other attempt is still live (a
-  // hedge), that one goes on alone. Otherwise a retry when the rules allow it, else the
-  // failure is answered when the client has seen nothing of a response yet, or the exchange is
-  // cut short (the client must not take a short response for a whole one).
-  void on_attempt_failed(Attempt& failed, Reason reason);
-  // Attempt `a` has the exchange's response (its first byte is about to go to the client):
-  // the other attempt, if still live, is cancelled (hedging: the first response head wins).
-  void claim(Attempt& a);
-  // The backend's part of the exchange is over (its response is read to the end and wholly in
-  // the output, its connection given back): the pool slot and the stages' tickets go back now,
-  // while the client may still be reading (Exchange::release_admission).
-  void on_backend_done() noexcept { ex_.release_admission(); }
-  // The attempt holds all it can of the response (output and backend buffers full) and waits
-  // on the client alone: the client sets the pace (Exchange::release_tickets).
-  void on_client_paced() noexcept { ex_.release_tickets(); }
-  // The response is complete: the exchange ends, then the connection goes on or closes.
-  void on_response_done(bool close);
-  // Answers with floodgate's response for `reason` (or a stage's prebuilt `answer`, sent with
-  // `status`), then finishes the request.
-  void respond(Reason reason, const PrebuiltAnswer* answer = nullptr, int status = 0);
-  // The same with a Retry-After known only now (circuit_open) and header lines `extra`,
-  // written into the output buffer.
-  void respond_retry_after(Reason reason, uint32_t retry_after_seconds,
-                           std::string_view extra = {});
-  // A stage's stop: its prebuilt answer, or one built now (Decision::stop_built).
-  void respond(const Decision& d);
-  // Ends a request in progress before its response is complete, by `by` (the outcome says
-  // so), then closes.
-  void cut(OutcomeSource by);
-  // The attempt's first bytes for the client are in the output: relay both ways (tunnel.cpp).
-  void run_tunnel();
+  // Downstream (downstream.h), and net::StreamOwner's hold/release.
+  void hold() noexcept override { add_ref(); }
+  void release() noexcept override { release_ref(); }
+  bool gone() const noexcept override { return closed_; }
+  std::string_view client_ip() const noexcept override { return {client_ip_, client_ip_len_}; }
+  const net::TlsSession* tls() const noexcept override { return client_.tls(); }
+  void respond(const Decision& d) override;
+  void answer_options() override;
+  void cut(OutcomeSource by) override;
+  void watch_while_waiting(bool on) override;
+  void on_request_head_sent(Attempt& a) override;
+  void pump_request_body(Attempt& a) override;
+  Reason response_head(const http::Parser& head, bool interim) override;
+  Reason tunnel_head(const http::Parser* head) override;
+  std::size_t body_room() const noexcept override;
+  void put_body(const char* data, std::size_t n) override;
+  void end_body() override;
+  bool response_pending() const noexcept override { return cout_len_ > 0; }
+  bool writing() const noexcept override { return client_writing_; }
+  void flush() override;
+  void discard_response() noexcept override { cout_len_ = cout_sent_ = 0; }
+  void response_done() override;
+  void run_tunnel() override;
 
   // Reactor's intrusive connection list.
   ClientConn* list_prev = nullptr;
@@ -128,8 +99,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void evict() { close(); }
 
  private:
-  // queued: routed, waiting for a stage of its route's chain (the pool's queue; no backend).
-  enum class Phase { idle, head, queued, forwarding, generated, tunnel, closing };
+  // The connection's phases; while `exchange`, the exchange's own phase says where it is.
+  enum class Phase { idle, head, exchange, closing };
 
   // -- the connection (client_conn.cpp)
   void do_client_read();
@@ -138,7 +109,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void begin_request();
   void parse_head();
   void on_head();
-  void answer_options();
+  // Floodgate's own answer: `bytes` (static or in cout_), then the request finishes; `close`
+  // ends the connection after it (with a lingering close: see linger_close()).
   void write_generated(std::string_view bytes, bool close);
   bool generated_closes(Reason reason) const noexcept;
   // No request buffer for the bytes in landing_: 503 buffers_exhausted, then close.
@@ -146,8 +118,6 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void on_generated_written(const boost::system::error_code& ec, bool close);
   void on_client_written(const boost::system::error_code& ec, std::size_t n);
   void finish_request(bool close_client);
-  void end_attempts() noexcept;
-  void log_request();
   void close();
   void linger_close();
   bool admit_handshake() noexcept;  // the front in-flight cap, for a TLS handshake
@@ -159,39 +129,25 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   // The client timer fired while a write is pending: true (the timer re-armed) when the client
   // took a byte within send_timeout; false when it took nothing for that long.
   bool send_progressing();
-
-  // -- the route's chain and waiting (waiting.cpp)
-  void run_chain(const Chain& chain);
-  void park(const Decision& d);
-  void leave_wait(Reason reason, CancelReason why);
-  void watch_client_while_queued();
-  void on_wait_over() override;
-
-  // -- backend selection, the retry and the hedge (dispatch.cpp)
-  void select_backend();
-  // Arms the hedge timer when the exchange's request may be hedged (resilience.hedging).
-  void arm_hedge(const Upstream& up, const FailurePolicy& policy);
-  bool brownout_suppresses_hedging() const noexcept;
-  void on_hedge_timer();
-  // After a failed attempt: starts the exchange's retry on another backend when the rules, an
-  // alternate and the budgets allow; false when the failure stands.
-  bool retry_elsewhere(Reason reason);
-  enum class SecondAttempt : uint8_t { started, no_alternate, denied_budget };
-  SecondAttempt start_second_attempt(AttemptRole role, uint32_t exclude);
-  // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
-  void reject(Reason reason);
-
-  // -- CONNECT (connect.cpp) and the tunnel relay (tunnel.cpp)
-  void open_connect_tunnel();
-  void tunnel_client_to_backend();
-  void tunnel_backend_to_client();
-  void tunnel_half_closed();
-
   // The generation of the request in progress (a reload does not change its timeouts), or the
   // reactor's current one between requests.
   const Snapshot& request_snapshot() const noexcept {
     return ex_.gen ? *ex_.gen->snapshot : reactor_.snapshot();
   }
+  bool in_exchange(Exchange::Phase p) const noexcept {
+    return phase_ == Phase::exchange && ex_.phase == p;
+  }
+
+  // -- the response's output buffer
+  bool acquire_out() noexcept;
+  char* out_end() const noexcept { return cout_ + cout_len_; }
+  std::size_t out_room() const noexcept;
+  void commit_out(std::size_t n) noexcept { cout_len_ += n; }
+
+  // -- the tunnel relay (tunnel.cpp)
+  void tunnel_client_to_backend();
+  void tunnel_backend_to_client();
+  void tunnel_half_closed();
 
   // Buffer helpers.
   char* in_data() const;
@@ -222,7 +178,7 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   Ref<ClientConn> self_;
   int adopt_error_ = 0;  // the poller refused the socket (errno)
   http::Parser parser_{http::Parser::Kind::request};
-  // header_timeout, idle_timeout, send_timeout, a wait's deadline (pending_timeout), the linger.
+  // header_timeout, idle_timeout, send_timeout, the tunnel's idle_timeout, the linger.
   TimerWheel::Entry client_timer_;
   // The pending client write: when it began or last made progress, and what the kernel still
   // held for the client at the last check (send_progressing).
@@ -232,7 +188,8 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   static constexpr std::chrono::milliseconds kClientPacedAfter{1000};
   std::chrono::steady_clock::time_point send_since_{};
   std::size_t send_unsent_ = kUnsentUnknown;
-  TimerWheel::Entry hedge_timer_;  // hedging.delay after the first attempt started
+  // How the response in progress travels to the client (plan_response), from its head on.
+  http::ResponsePlan plan_;
   Phase phase_ = Phase::idle;
   bool read_into_landing_ = false;  // the pending client read goes to landing_
   bool generated_close_ = false;    // close after the generated response being written
@@ -261,9 +218,6 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
 
   // The request in progress.
   Exchange ex_;
-
-  // Holds the connection while its exchange waits for a stage (waiting.cpp).
-  Ref<ClientConn> parked_;
 };
 
 }  // namespace floodgate::proxy

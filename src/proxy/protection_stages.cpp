@@ -69,14 +69,14 @@ class AdaptiveStage final : public Stage {
     adaptive.tick(ex.started);
     ticket.permit = adaptive.try_enter();
     if (!ticket.permit) {
-      adaptive.note_in_flight(ex.reactor, adaptive.ceiling());  // the ceiling is in use
+      adaptive.note_in_flight(ex.reactor_index, adaptive.ceiling());  // the ceiling is in use
       if (mode() == resilience::Mode::enforce) {
         ex.metrics->protection_rejected(up_id_, Reason::adaptive_limit);
       }
       return Decision::stop(Reason::adaptive_limit, &answer_);
     }
-    ticket.value = ex.reactor;
-    adaptive.note_in_flight(ex.reactor, static_cast<uint32_t>(adaptive.in_flight()));
+    ticket.value = ex.reactor_index;
+    adaptive.note_in_flight(ex.reactor_index, static_cast<uint32_t>(adaptive.in_flight()));
     return Decision::go();
   }
 

@@ -229,7 +229,7 @@ class QuotaStage final : public Stage {
       const QuotaPolicy& p = *policies_[i];
       std::array<Digest, 3> ids{};
       if (const QuotaOutcome bad = identities(p, ctx, ids); bad != QuotaOutcome::allowed) {
-        p.counts->count(ex.reactor, bad);
+        p.counts->count(ex.reactor_index, bad);
         if (bad == QuotaOutcome::skipped) continue;
         if (refuse(ex, p, reason_of(bad))) {
           return Decision::stop(reason_of(bad), bad == QuotaOutcome::selector_identity_missing
@@ -354,15 +354,15 @@ class QuotaStage final : public Stage {
                const QuotaDecision& d, QuotaMode mode, Decision& out) const noexcept {
     switch (d.verdict) {
       case QuotaVerdict::allowed:
-        quota_->state->count(ex.reactor, mode);
-        p.counts->count(ex.reactor, QuotaOutcome::allowed);
+        quota_->state->count(ex.reactor_index, mode);
+        p.counts->count(ex.reactor_index, QuotaOutcome::allowed);
         return false;
       case QuotaVerdict::denied: {
-        quota_->state->count(ex.reactor, mode);
+        quota_->state->count(ex.reactor_index, mode);
         const QuotaOutcome o = d.window == QuotaWindowKind::sustained
                                    ? QuotaOutcome::sustained_quota_exhausted
                                    : QuotaOutcome::burst_quota_exhausted;
-        p.counts->count(ex.reactor, o);
+        p.counts->count(ex.reactor_index, o);
         if (!refuse(ex, p, reason_of(o))) return false;
         out = Decision::stop_built(reason_of(o), seconds_until(d.reset), p.header);
         return true;
@@ -392,8 +392,8 @@ class QuotaStage final : public Stage {
   }
 
   bool policy(Exchange& ex, const QuotaPolicy& p, QuotaOutcome why, Decision& out) const noexcept {
-    quota_->state->count(ex.reactor, QuotaMode::failed);
-    p.counts->count(ex.reactor, why);
+    quota_->state->count(ex.reactor_index, QuotaMode::failed);
+    p.counts->count(ex.reactor_index, why);
     if (quota_->params.backend_failure_policy == resilience::BackendFailurePolicy::fail_open) {
       if (ex.quota_by == nullptr) ex.quota_by = &p.params.name;  // the degraded decision
       return false;

@@ -72,14 +72,14 @@ class RateLimitStage final : public Stage {
         const Identity who = identity_of(p.key, p.missing_key, ctx, scratch);
         if (who.as == Counted::skipped || who.as == Counted::refused) {
           // refused is not a rate limit's value (config): skipped as well, never a 429.
-          rule.state->shard(ex.reactor).skipped.fetch_add(1, std::memory_order_relaxed);
+          rule.state->shard(ex.reactor_index).skipped.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
         id = identity(ex, p.key.kind, who);
       }
       const GcraRate& rate =
           rule.tiers.empty() ? rule.rate : rule.rate_for(key_of(p.tier_key, ctx, scratch));
-      RateRule::Shard& counts = rule.state->shard(ex.reactor);
+      RateRule::Shard& counts = rule.state->shard(ex.reactor_index);
       const resilience::GcraTake t =
           rule.state->take(id, now, rate, p.on_table_full, counts, held[i]);
       if (t.allowed) {
@@ -98,7 +98,7 @@ class RateLimitStage final : public Stage {
     }
     for (std::size_t i = 0; i < rules_.size(); ++i) {
       if ((allowed >> i & 1) != 0) {
-        rules_[i]->state->shard(ex.reactor).allowed.fetch_add(1, std::memory_order_relaxed);
+        rules_[i]->state->shard(ex.reactor_index).allowed.fetch_add(1, std::memory_order_relaxed);
       }
     }
     return Decision::go();

@@ -1,4 +1,4 @@
-// The tunnel relay: after a backend's 101 Switching Protocols (or a CONNECT target's
+// The HTTP/1.1 tunnel relay: after a backend's 101 Switching Protocols (or a CONNECT target's
 // connection), the attempt's continuation, bytes flow opaquely in both directions until
 // either side closes. Each direction is a read -> write loop over one buffer (client ->
 // backend through the client's input, backend -> client through the attempt's). A direction
@@ -17,32 +17,8 @@ namespace floodgate::proxy {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
-// The attempt's side: the backend agreed to switch protocols.
-void Attempt::begin_tunnel() {
-  Exchange& ex = client_->exchange();
-  http::Parser& rp = conn_->parser;
-  ex.decide(Outcome::relayed(101, backend_latency()));
-  // The offer became a tunnel, which does no work inside the caps: what the stages admitted it
-  // with goes back (resilience.inflight.exempt_upgrades); the pool slot stays until it closes.
-  if (ex.gen->snapshot->protection.params.inflight.exempt_upgrades) ex.release_tickets();
-  timer_.cancel();
-  if (!client_->acquire_out()) return fail(Reason::buffers_exhausted);
-  http::Writer w(client_->out_end(), client_->out_room());
-  if (!http::write_response_head(rp, http::ResponsePlan{}, client_->exchange().head.version_minor,
-                                 w)) {
-    return fail(Reason::upstream_bad_response);
-  }
-  client_->commit_out(w.size());
-  ex.head_bytes_out += w.size();
-  // Bytes the backend sent after its 101 head belong to the tunnel.
-  const std::size_t extra = bin_len_ - rp.head_end();
-  std::memmove(in_data(), in_data() + rp.head_end(), extra);
-  bin_len_ = extra;
-  client_->run_tunnel();
-}
-
 void ClientConn::run_tunnel() {
-  phase_ = Phase::tunnel;
+  ex_.phase = Exchange::Phase::tunnel;
   tunnel_open_ = 2;
   ex_.outcome.client_saw_bytes = true;
   arm_client_timer(ex_.gen->snapshot->server.idle_timeout);
@@ -67,7 +43,8 @@ void ClientConn::tunnel_client_to_backend() {
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
     backend.write(in_data() + in_pos_, in_len_ - in_pos_,
                   [](net::StreamOwner& o, const error_code& ec, std::size_t) {
-                    ClientConn& c = Attempt::from(o).client();
+                    ClientConn& c =
+                        static_cast<ClientConn&>(Attempt::from(o).exchange().downstream());
                     if (c.closed_) return;
                     if (ec) return c.close();
                     c.in_pos_ = c.in_len_ = c.parser_.head_end();
@@ -114,7 +91,7 @@ void ClientConn::tunnel_backend_to_client() {
   a.stream().read_some(a.in_data(), BufferLayout::kResponseData,
                        [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
                          Attempt& a = Attempt::from(o);
-                         ClientConn& c = a.client();
+                         ClientConn& c = static_cast<ClientConn&>(a.exchange().downstream());
                          if (c.closed_) return;
                          if (ec == asio::error::eof) {
                            c.client_.shutdown_send();

@@ -4,16 +4,18 @@
 // connection's response parser keeps its fields), the connect / response timer, the plan for
 // re-framing the response, and the response's progress.
 //
-// An attempt reports to the client connection whose exchange it belongs to (ClientConn): the
-// request head is on its way (the client then pumps the body into request_room()), the
-// response bytes for the client are in the client's output buffer (the client writes them and
-// calls on_client_drained()), it failed before the client saw a byte (the client answers with
-// the reason), or it ended (the client finishes the exchange). The response pump (bin_ -> the
-// client's output) is where attempt and client meet; an upgrade or CONNECT tunnel is the
-// attempt's continuation once its first bytes are out.
+// An attempt works for its exchange (exchange.h) and reaches the client only through the
+// exchange's Downstream (downstream.h): the request head is on its way (the downstream then
+// pumps the body into request_room()), the response's head and body go into the downstream's
+// sink (it frames them for the client's protocol, writes them and the attempt hears
+// on_client_drained()), it failed (the exchange retries, answers or cuts), or it ended (the
+// downstream finishes the exchange). The response pump (bin_ -> the sink) is where attempt and
+// client meet; an upgrade or CONNECT tunnel is the attempt's continuation once its first bytes
+// are out.
 //
 // Completions of the backend connection come to the attempt (it is their StreamOwner); hold()
-// and release() keep the client connection, which embeds the attempt, alive meanwhile.
+// and release() keep the downstream, which owns the exchange and so the attempt, alive
+// meanwhile.
 //
 // Thread-safety: reactor thread only.
 #pragma once
@@ -37,7 +39,7 @@
 namespace floodgate::proxy {
 
 class BackendConn;
-class ClientConn;
+class Exchange;
 struct Upstream;
 
 // Room kept free in an output buffer for chunk framing around one parsed piece: the request
@@ -55,9 +57,9 @@ class Attempt final : public net::StreamOwner {
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
 
-  // The client connection the attempt works for; once, before the first start.
-  void bind(ClientConn& client) noexcept { client_ = &client; }
-  ClientConn& client() const noexcept { return *client_; }
+  // The exchange the attempt works for; once, before the first start.
+  void bind(Exchange& exchange) noexcept { ex_ = &exchange; }
+  Exchange& exchange() const noexcept { return *ex_; }
   // Forgets the previous exchange's attempt (a new exchange begins).
   void reset() noexcept;
 
@@ -180,7 +182,7 @@ class Attempt final : public net::StreamOwner {
                                                         : t - begun_at_;
   }
 
-  ClientConn* client_ = nullptr;
+  Exchange* ex_ = nullptr;
   const Upstream* up_ = nullptr;  // nullptr for a CONNECT tunnel
   Ref<BackendConn> conn_;
   InFlight in_flight_;            // this request's count in its backend's process-wide load
@@ -192,7 +194,6 @@ class Attempt final : public net::StreamOwner {
   std::chrono::steady_clock::time_point head_at_{};
   std::chrono::steady_clock::time_point sent_at_{};  // the whole request reached the backend
   TimerWheel::Entry timer_;                          // connect_timeout, then response_timeout
-  http::ResponsePlan plan_;
 
   char* bout_ = nullptr;  // bytes to the backend (a request buffer)
   std::size_t bout_len_ = 0;
@@ -208,8 +209,8 @@ class Attempt final : public net::StreamOwner {
   bool backend_writing_ = false;
   bool response_head_ = false;  // the final response head has been parsed
   bool response_done_ = false;
-  bool backend_eof_ = false;  // the backend closed its side
-  bool last_chunk_written_ = false;
+  bool backend_eof_ = false;    // the backend closed its side
+  bool body_ended_ = false;     // the sink has the body's end (end_body)
   bool stale_retried_ = false;  // a stale pooled connection was already replaced once
   bool established_ = false;    // the connection was established (or pooled): bytes may leave
   bool head_ready_ = false;     // the request head is in bout_ (send_request_head wrote it)

@@ -1,15 +1,23 @@
-// An exchange: one request's life on a client connection, from its first byte to its access
-// log record. It pins the generation the request runs on and holds what the request is (its
-// facts, its route and pool), its state in the stage chain (the request view the stages read,
-// the tickets they hold, what a shadow-mode stage would have answered), its pool slot, its
-// outcome, and its attempts at backends.
+// An exchange: one request's life, from its first byte to its access log record, whatever
+// protocol brought it (its Downstream, downstream.h). It pins the generation the request runs
+// on and holds what the request is (its head, facts, route and pool), its state in the stage
+// chain (the request view the stages read, the tickets they hold, what a shadow-mode stage
+// would have answered), its pool slot, its outcome, and its attempts at backends.
+//
+// And it runs the request (src/proxy/exchange.cpp): the route's chain, the waits (it is the
+// WaitOwner: the pool's queue, the quota's Redis reply), backend selection, the retry after a
+// failed attempt, the hedge beside a slow one and which of the two answers (claim), the
+// classification of a failure into an answer or a cut, and the access record. It has its own
+// timers: the wait's deadline and the hedge's delay.
+//
+// Its phases (in the chain, queued, forwarding, answered, tunnel) are its own; the
+// connection's (idle, reading a head, closing) are the downstream's.
 //
 // An exchange embeds two attempts, so a retry or a hedge allocates nothing: the first goes to
 // the backend selection chose, the second is a retry after it failed or a hedge beside it.
-// A client connection embeds one exchange and begins it again for each request (reset, never
-// reallocated).
 //
-// Thread-safety: reactor thread only.
+// Thread-safety: reactor thread only. Lifetime: its downstream owns it and keeps it while
+// anything of it is pending (Downstream::hold).
 #pragma once
 
 #include <array>
@@ -24,6 +32,7 @@
 #include "floodgate/core/reason.h"
 #include "floodgate/core/ref.h"
 #include "floodgate/core/stage_id.h"
+#include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/request_head.h"
 #include "floodgate/http/rewrite.h"
 #include "floodgate/metrics/reactor_metrics.h"
@@ -40,8 +49,12 @@
 namespace floodgate::proxy {
 
 class Chain;
+class Downstream;
+class Reactor;
+struct Upstream;
+struct FailurePolicy;
 
-// Whom a wait's completion goes to: the client connection the exchange belongs to.
+// Whom a wait's completion goes to: the exchange that waits.
 class WaitOwner {
  public:
   // On the exchange's reactor: the wait's completion is here (Wait::result).
@@ -93,7 +106,18 @@ struct Wait final : net::RemoteTask {
   }
 };
 
-struct Exchange {
+class Exchange final : public WaitOwner {
+ public:
+  // Where the exchange is in its own life (the connection's phases are the downstream's).
+  enum class Phase : uint8_t {
+    none,        // no request yet, or its head is being read
+    chain,       // running the stages
+    queued,      // waiting for a stage (the pool's queue, the quota's reply)
+    forwarding,  // at a backend (or connecting a CONNECT tunnel)
+    answered,    // floodgate's own answer is being written
+    tunnel,      // relaying an upgrade's or a CONNECT's bytes
+  };
+
   // The generation the request runs on (pinned once its head is complete; on_head re-pins).
   // First, so that it is destroyed last: the stages that tickets and a wait point to are its.
   Ref<ReactorGeneration> gen;
@@ -136,7 +160,7 @@ struct Exchange {
   std::chrono::steady_clock::time_point now() const noexcept { return clock->now(); }
   // -- The reactor's metrics shard, where stages count what they decide.
   ReactorMetrics* metrics = nullptr;
-  uint32_t reactor = 0;  // its index (the per-reactor shards stages keep)
+  uint32_t reactor_index = 0;  // its index (the per-reactor shards stages keep)
 
   // -- The request's head (request_head.h), whatever protocol brought it: complete() once the
   // head is parsed. Its views stay valid until the exchange ends.
@@ -157,9 +181,51 @@ struct Exchange {
   // -- Its tries at backends.
   std::array<Attempt, 2> attempts;
 
-  Exchange() = default;
+  Phase phase = Phase::none;
+
+  Exchange();
+  ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
+
+  // Binds the exchange to its reactor and its downstream, once, before its first request.
+  void bind(Reactor& reactor, Downstream& downstream) noexcept;
+  Reactor& reactor() const noexcept { return *reactor_; }
+  Downstream& downstream() const noexcept { return *downstream_; }
+
+  // -- Running the request (exchange.cpp).
+  // The head is in: the front of the chain, routing, the route's chain, then a backend.
+  // `path`: what routes match (the normalised path; empty for OPTIONS * and CONNECT).
+  void route(std::string_view path);
+  // floodgate answers the request itself: the outcome is decided, then the downstream writes
+  // the answer (its prebuilt bytes, or one built now).
+  void answer(const Decision& d);
+  void answer(Reason reason) { answer(Decision::stop(reason)); }
+  // Attempt `failed` failed for `reason`. When the other attempt is still live (a hedge), that
+  // one goes on alone. Otherwise a retry when the rules allow it, else the failure is answered
+  // when the client has seen nothing of a response yet, or the request is cut short.
+  void on_attempt_failed(Attempt& failed, Reason reason);
+  // Attempt `a` has the exchange's response (its first byte is about to go to the client): the
+  // other attempt, if still live, is cancelled (hedging: the first response head wins).
+  void claim(Attempt& a);
+  // The backend's part is over (its response read to the end and wholly in the downstream's
+  // output, its connection given back): the pool slot and the stages' tickets go back now,
+  // while the client may still be reading (release_admission).
+  void on_backend_done() noexcept { release_admission(); }
+  // The attempt holds all it can of the response and waits on the client alone: the client
+  // sets the pace (release_tickets).
+  void on_client_paced() noexcept { release_tickets(); }
+  // The downstream is closing: a wait in progress is given up (abandoned), the attempts end,
+  // and what the exchange holds is settled; the generation stays pinned while a completion
+  // may still come. True when the request was in progress (it is logged as cut short).
+  void abandon() noexcept;
+  // The generation `retired` is being forced out and `current` serves: a waiting exchange on
+  // it is turned away (generation_retired); one whose pool `current` no longer has is cut.
+  void on_generation_retired(uint64_t retired, const Snapshot& current);
+  // Ends both attempts (one still running is abandoned, never pooled).
+  void end_attempts() noexcept;
+  // The access record and the request metrics, once the exchange is over.
+  void log();
 
   // Whether the request is outside the in-flight accounting ([resilience.inflight]
   // exemptions), which the front cap and every local protection stage ask: decided once.
@@ -203,6 +269,7 @@ struct Exchange {
   void begin(Ref<ReactorGeneration> generation, std::chrono::steady_clock::time_point now,
              uint64_t already_read) noexcept {
     gen = std::move(generation);
+    phase = Phase::none;
     head = {};
     facts = {};
     up = nullptr;
@@ -254,6 +321,33 @@ struct Exchange {
     // its way: it runs the waiting stage's code, which the generation owns.
     if (unpin && wait.stage == nullptr) gen = Ref<ReactorGeneration>();
   }
+
+ private:
+  void run_chain(const Chain& chain);
+  void park(const Decision& d);
+  void on_wait_over() override;
+  void leave_wait(Reason reason, CancelReason why);
+  void on_wait_deadline();
+  void select_backend();
+  void open_connect_tunnel();
+  // Arms the hedge timer when the request may be hedged (resilience.hedging).
+  void arm_hedge(const Upstream& up, const FailurePolicy& policy);
+  bool brownout_suppresses_hedging() const noexcept;
+  void on_hedge_timer();
+  // After a failed attempt: starts the retry on another backend when the rules, an alternate
+  // and the budgets allow; false when the failure stands.
+  bool retry_elsewhere(Reason reason);
+  enum class SecondAttempt : uint8_t { started, no_alternate, denied_budget };
+  SecondAttempt start_second_attempt(AttemptRole role, uint32_t exclude);
+  // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
+  void reject(Reason reason);
+
+  Reactor* reactor_ = nullptr;
+  Downstream* downstream_ = nullptr;
+  TimerWheel::Entry wait_timer_;   // the wait's deadline (the pool's pending_timeout)
+  TimerWheel::Entry hedge_timer_;  // hedging.delay after the first attempt started
+  // Holds the downstream (and so the exchange) while it waits for a stage.
+  bool parked_ = false;
 };
 
 }  // namespace floodgate::proxy

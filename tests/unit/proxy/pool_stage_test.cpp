@@ -1,6 +1,6 @@
 // Pool admission as the last stage of a route's chain (proxy/pool_stage.h), and the exchange's
-// one waiting mechanism (Wait, proxy/exchange.h) as the client connection drives it
-// (src/proxy/waiting.cpp): a pool with room admits at once, a full one parks the exchange with
+// one waiting mechanism (Wait, proxy/exchange.h) as the exchange drives it
+// (src/proxy/exchange.cpp): a pool with room admits at once, a full one parks the exchange with
 // its pending_timeout as deadline, a grant or a reload's rejection reaches the exchange only
 // through its reactor's poller, and whatever the exchange gives up for (its deadline, its client
 // going away, its generation retiring), a slot is never leaked nor used by an exchange that gave
@@ -49,7 +49,7 @@ class FakeClient final : public WaitOwner {
     ex.wait.owner = this;
   }
 
-  // Runs the exchange through the chain; on wait, parks it as ClientConn::park() does.
+  // Runs the exchange through the chain; on wait, parks it as Exchange::park() does.
   Decision arrive() {
     const Decision d = chain_.run(ex, metrics_);
     if (d.verdict == Verdict::wait) {
@@ -62,7 +62,7 @@ class FakeClient final : public WaitOwner {
     return d;
   }
 
-  // The deadline passed or the generation retired (ClientConn::leave_wait): true when the
+  // The deadline passed or the generation retired (Exchange::leave_wait): true when the
   // cancel won; otherwise a completion is on its way and the reason is remembered for it.
   bool give_up(Reason reason, CancelReason why) {
     Wait& w = ex.wait;
@@ -74,8 +74,8 @@ class FakeClient final : public WaitOwner {
     return true;
   }
 
-  // The client went away while waiting (ClientConn::close): the exchange ends at once, and a
-  // completion already on its way is given back when it arrives.
+  // The client went away while waiting (ClientConn::close, Exchange::abandon): the exchange ends at
+  // once, and a completion already on its way is given back when it arrives.
   bool go_away() {
     Wait& w = ex.wait;
     w.abandoned = true;
@@ -85,7 +85,7 @@ class FakeClient final : public WaitOwner {
     return won;
   }
 
-  // On the poller's thread, from its inbox (ClientConn::on_wait_over).
+  // On the poller's thread, from its inbox (Exchange::on_wait_over).
   void on_wait_over() override {
     ++deliveries;
     Wait& w = ex.wait;
