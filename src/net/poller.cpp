@@ -19,6 +19,8 @@ namespace floodgate::net {
 namespace {
 // Events handled per turn; more stay ready and are reported by the next wait.
 constexpr int kBatch = 128;
+// A timer due within this of the turn's start bounds the loop's wait from a fresh clock read.
+constexpr std::chrono::milliseconds kReadClockWithin{50};
 
 int checked(int fd, const char* what) {
   if (fd < 0) throw std::system_error(errno, std::generic_category(), what);
@@ -132,6 +134,11 @@ bool Poller::open_ring(std::string& why) {
     why = "the kernel's io_uring may drop completions (no IORING_FEAT_NODROP)";
     return false;
   }
+  if ((params.features & IORING_FEAT_EXT_ARG) == 0) {  // the timers' bounded waits need it
+    io_uring_queue_exit(ring.get());
+    why = "the kernel's io_uring cannot bound a wait (no IORING_FEAT_EXT_ARG)";
+    return false;
+  }
   uring_ = std::move(ring);
   return true;
 }
@@ -230,15 +237,43 @@ void Poller::submit_wanted_io() {
   }
 }
 
+namespace {
+// Submits what is prepared and waits for one completion or `wait`, in one io_uring_enter with
+// the timeout as its extended argument (IORING_FEAT_EXT_ARG). liburing's
+// io_uring_submit_and_wait_timeout does the same through its generic wait-for-a-CQE loop,
+// which costs hundreds of instructions per wait more; this is the loop's every idle wait.
+// The ring is floodgate's own (single issuer, no SQPOLL), so publishing the submission tail
+// is a plain store, as liburing's own flush does for such a ring.
+int submit_and_wait_for(io_uring& ring, std::chrono::nanoseconds wait) {
+  io_uring_sq& sq = ring.sq;
+  const unsigned tail = sq.sqe_tail;
+  if (sq.sqe_head != tail) {
+    sq.sqe_head = tail;
+    __atomic_store_n(sq.ktail, tail, __ATOMIC_RELEASE);
+  }
+  const unsigned to_submit = tail - __atomic_load_n(sq.khead, __ATOMIC_ACQUIRE);
+  __kernel_timespec ts{};
+  ts.tv_sec = wait.count() / 1'000'000'000;
+  ts.tv_nsec = wait.count() % 1'000'000'000;
+  io_uring_getevents_arg arg{};
+  arg.ts = reinterpret_cast<uint64_t>(&ts);
+  return io_uring_enter2(static_cast<unsigned>(ring.ring_fd), to_submit, 1,
+                         IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                         reinterpret_cast<sigset_t*>(&arg), sizeof(arg));
+}
+}  // namespace
+
 std::optional<std::chrono::nanoseconds> Poller::wait_bound(bool more) const {
   if (more) return std::chrono::nanoseconds::zero();
   if (timers_ == nullptr) return std::nullopt;
   const Clock::time_point due = timers_->next_due();
   if (due == Clock::time_point::max()) return std::nullopt;
-  // From the clock's time now, not the turn's start: the turn's work has taken some of it.
-  const Clock::time_point now = clock_.now();
-  if (due <= now) return std::chrono::nanoseconds::zero();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(due - now);
+  // Measured from the turn's start, the wait is longer by what the turn's own work took
+  // (microseconds): harmless for a deadline far off, which any event on the way shortens
+  // again, but not for one close at hand, which measures from the clock's time now.
+  const Clock::time_point from = due - now_ < kReadClockWithin ? clock_.now() : now_;
+  if (due <= from) return std::chrono::nanoseconds::zero();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(due - from);
 }
 
 void Poller::enter(std::optional<std::chrono::nanoseconds> wait) {
@@ -252,11 +287,7 @@ void Poller::enter(std::optional<std::chrono::nanoseconds> wait) {
   } else if (!wait) {
     r = io_uring_submit_and_wait(uring_.get(), 1);
   } else {
-    __kernel_timespec ts{};
-    ts.tv_sec = wait->count() / 1'000'000'000;
-    ts.tv_nsec = wait->count() % 1'000'000'000;
-    io_uring_cqe* cqe = nullptr;
-    r = io_uring_submit_and_wait_timeout(uring_.get(), &cqe, 1, &ts, nullptr);
+    r = submit_and_wait_for(*uring_, *wait);
   }
   if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
     throw std::system_error(-r, std::generic_category(), "io_uring_enter");

@@ -63,7 +63,7 @@ class TimerWheel {
     Clock::time_point deadline_{};
   };
 
-  // `slots` and `outer_slots` must be powers of two, `slots` at least 4.
+  // `slots` and `outer_slots` must be powers of two, at least 64.
   explicit TimerWheel(Clock::duration resolution = std::chrono::milliseconds(1),
                       std::size_t slots = 1024, std::size_t outer_slots = 4096)
       : resolution_(resolution),
@@ -93,6 +93,7 @@ class TimerWheel {
   void advance(Clock::time_point now) {
     const int64_t target = ticks(now);
     if (cursor_ < 0) start(target);
+    if (target < hint_) return;  // nothing is due before hint_
     for (;;) {
       const int64_t t = next_event(target);
       if (t > target) break;
@@ -104,51 +105,89 @@ class TimerWheel {
       cursor_ = t + 1;
     }
     cursor_ = target + 1;
+    set_hint(size_ == 0 ? kNever : next_event(kNever));
   }
+
+  // Whether advance(now) has anything to do: the event loop asks on every turn (an inline
+  // comparison), and advances only then. Until it does, the wheel's cursor stays where it
+  // was: entries armed meanwhile are placed from there, which costs at most a move from the
+  // outer level and never a late firing.
+  bool due(Clock::time_point now) const { return now >= hint_at_ || cursor_ < 0; }
 
   // When advance() next has something to do: the earliest time an inner slot holding
   // entries comes due, or an outer slot's entries must move in. Clock::time_point::max() when
   // nothing is armed; the past (min()) when entries armed before the first advance() wait.
+  // O(1) while the earliest entry stays armed; a cancelled one is looked past once.
   Clock::time_point next_due() const {
     if (size_ == 0) return Clock::time_point::max();
     if (cursor_ < 0) return Clock::time_point::min();
-    const int64_t t = next_event(INT64_MAX);
-    if (t == INT64_MAX) return Clock::time_point::max();
-    return Clock::time_point(resolution_ * t);
+    if (!event_at(hint_)) set_hint(next_event(kNever));
+    return hint_at_;
   }
 
  private:
   static constexpr uint8_t kInner = 0;
   static constexpr uint8_t kOuter = 1;
   static constexpr uint8_t kPending = 2;  // armed before the first advance(): no time yet
+  static constexpr int64_t kNever = INT64_MAX;
 
-  // One level: list heads and a bitmap of the non-empty ones.
+  // One level: list heads, a bitmap of the non-empty ones, and a summary bitmap of the
+  // bitmap's non-zero words, so that finding the next non-empty slot costs a few word
+  // operations however far it is (the loop asks before every wait).
   struct Level {
-    explicit Level(std::size_t n) : heads(n, nullptr), bits((n + 63) / 64, 0), mask(n - 1) {}
+    explicit Level(std::size_t n)
+        : heads(n, nullptr),
+          bits(n / 64, 0),
+          summary((n / 64 + 63) / 64, 0),
+          mask(n - 1),
+          word_mask(n / 64 - 1) {}
     std::vector<Entry*> heads;
     std::vector<uint64_t> bits;
+    std::vector<uint64_t> summary;
     std::size_t mask;
+    std::size_t word_mask;
 
-    void mark(std::size_t s) { bits[s / 64] |= uint64_t{1} << (s % 64); }
-    void clear(std::size_t s) { bits[s / 64] &= ~(uint64_t{1} << (s % 64)); }
+    bool occupied(std::size_t s) const { return heads[s] != nullptr; }
+    void mark(std::size_t s) {
+      bits[s / 64] |= uint64_t{1} << (s % 64);
+      summary[s / 4096] |= uint64_t{1} << (s / 64 % 64);
+    }
+    void clear(std::size_t s) {
+      uint64_t& word = bits[s / 64];
+      word &= ~(uint64_t{1} << (s % 64));
+      if (word == 0) summary[s / 4096] &= ~(uint64_t{1} << (s / 64 % 64));
+    }
+    // The first non-zero word of the bitmap from word `w` on, wrapping; `w` when every word
+    // is zero.
+    std::size_t next_word(std::size_t w) const {
+      const std::size_t n = summary.size();
+      std::size_t i = w / 64;
+      uint64_t pending = summary[i] & (~uint64_t{0} << (w % 64));
+      for (std::size_t k = 0; k <= n; ++k) {
+        if (pending != 0) return i * 64 + static_cast<std::size_t>(std::countr_zero(pending));
+        i = i + 1 == n ? 0 : i + 1;
+        pending = summary[i];
+      }
+      return w;  // every word is zero
+    }
     // Of the `n` slots from `from` on (wrapping), how far the first non-empty one is; n when
     // none is.
     int64_t distance_to_occupied(std::size_t from, int64_t n) const {
       const auto size = static_cast<int64_t>(heads.size());
       if (n > size) n = size;
-      int64_t d = 0;
-      std::size_t s = from & mask;
-      while (d < n) {
-        const uint64_t word = bits[s / 64] >> (s % 64);
-        if (word != 0) {
-          d += std::countr_zero(word);
-          return d < n ? d : n;
-        }
-        const int64_t step = 64 - static_cast<int64_t>(s % 64);
-        d += step;
-        s = (s + static_cast<std::size_t>(step)) & mask;
+      const std::size_t s = from & mask;
+      const std::size_t w = s / 64;
+      // This slot and the rest of its word.
+      if (const uint64_t here = bits[w] >> (s % 64); here != 0) {
+        const int64_t d = std::countr_zero(here);
+        return d < n ? d : n;
       }
-      return n;
+      // The next non-zero word after this one, wrapping round to this word's lower slots.
+      const std::size_t next = next_word((w + 1) & word_mask);
+      if (bits[next] == 0) return n;  // nothing anywhere
+      const std::size_t slot = next * 64 + static_cast<std::size_t>(std::countr_zero(bits[next]));
+      const auto d = static_cast<int64_t>((slot - s) & mask);
+      return d < n ? d : n;
     }
   };
 
@@ -165,12 +204,35 @@ class TimerWheel {
     if (t < cursor_ + span_) {
       const auto s = static_cast<std::size_t>(t) & inner_.mask;
       inner_.mark(s);
+      if (t < hint_) set_hint(t);
       return link(e, kInner, static_cast<uint32_t>(s), inner_.heads[s]);
     }
-    // Moved in when the outer tick floor(t / per_outer_) begins, within a quarter span of t.
+    // Moved in when the outer tick floor(t / per_outer_) begins, within a quarter span of t. A
+    // deadline beyond the outer span is in the slot that comes round first with its index.
     const auto s = static_cast<std::size_t>(t / per_outer_) & outer_.mask;
     outer_.mark(s);
+    const int64_t first = (cursor_ + per_outer_ - 1) / per_outer_;
+    const int64_t at =
+        (first + static_cast<int64_t>((s - static_cast<std::size_t>(first)) & outer_.mask)) *
+        per_outer_;
+    if (at < hint_) set_hint(at);
     link(e, kOuter, static_cast<uint32_t>(s), outer_.heads[s]);
+  }
+
+  void set_hint(int64_t t) const {
+    hint_ = t;
+    hint_at_ = t == kNever ? Clock::time_point::max() : Clock::time_point(resolution_ * t);
+  }
+
+  // Whether advance() has work at tick `t` (at or after the cursor): its inner slot holds
+  // entries, or an outer slot's entries move in then.
+  bool event_at(int64_t t) const {
+    if (t == kNever) return false;
+    if (t < cursor_ + span_ && inner_.occupied(static_cast<std::size_t>(t) & inner_.mask)) {
+      return true;
+    }
+    return t % per_outer_ == 0 &&
+           outer_.occupied(static_cast<std::size_t>(t / per_outer_) & outer_.mask);
   }
 
   void link(Entry& e, uint8_t level, uint32_t slot, Entry*& head) {
@@ -270,6 +332,10 @@ class TimerWheel {
   int64_t per_outer_;  // inner ticks per outer tick (a quarter of the inner span)
   Entry* pending_ = nullptr;
   std::size_t size_ = 0;
+  // No inner tick before hint_ has work for advance() (a lower bound: an entry cancelled since
+  // leaves it early until next_due() or advance() looks again).
+  mutable int64_t hint_ = kNever;
+  mutable Clock::time_point hint_at_ = Clock::time_point::max();  // hint_'s time
   int64_t cursor_ = -1;  // the next inner tick advance() visits; -1 before the first
 };
 

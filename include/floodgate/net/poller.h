@@ -228,7 +228,7 @@ class Poller {
   void run_posted();
   // Fires the timers due at now_ (once a turn, after the kernel's events).
   void run_timers() {
-    if (timers_ != nullptr) timers_->advance(now_);
+    if (timers_ != nullptr && timers_->due(now_)) timers_->advance(now_);
   }
   // How long the loop may block: until the next timer is due (never when it is due already,
   // or when `more` work is queued); nullopt to wait for an event alone.

@@ -487,6 +487,34 @@ TEST(TimerWheel, ALoopSleepingUntilNextDueFiresEachDeadlineWithinOneMillisecond)
   }
 }
 
+TEST(TimerWheel, NextDueFindsTheNextDeadlineAcrossWordsAndRoundTheWheel) {
+  // Loops started at every phase of the bitmaps' words and of the wheel's revolution, so that
+  // the next entry lies in the same word, a later word, or round the end of the ring.
+  const std::vector<Clock::duration> starts = {milliseconds(0),    milliseconds(63),
+                                               milliseconds(64),   milliseconds(1000),
+                                               milliseconds(1023), std::chrono::seconds(1047)};
+  const std::vector<Clock::duration> offsets = {
+      milliseconds(1),    milliseconds(5),    milliseconds(70),         milliseconds(700),
+      milliseconds(1020), milliseconds(1500), std::chrono::seconds(300)};
+  for (const Clock::duration start : starts) {
+    for (const Clock::duration offset : offsets) {
+      TimerWheel wheel;
+      SleepingLoop loop(wheel, kT0 + start);
+      TimerWheel::Entry e(&SleepingLoop::record, &loop);
+      const Clock::time_point deadline = loop.now + offset;
+      wheel.schedule(e, deadline);
+      const Clock::time_point due = wheel.next_due();
+      EXPECT_GT(due, loop.now) << start.count() << " " << offset.count();
+      EXPECT_LE(due, deadline) << start.count() << " " << offset.count();
+      loop.run_until(deadline + std::chrono::seconds(1));
+      ASSERT_EQ(loop.fired.size(), 1u) << start.count() << " " << offset.count();
+      EXPECT_GE(loop.fired[0], deadline);
+      EXPECT_LE(loop.fired[0] - deadline, milliseconds(1))
+          << start.count() << " " << offset.count();
+    }
+  }
+}
+
 TEST(TimerWheel, AnIdleLoopWithOnlyFarDeadlinesWakesRarely) {
   // Ten thousand keep-alive connections idle for a minute: the loop wakes to move each outer
   // slot's entries in (a few times a second, near the end) and to fire them, never once a
