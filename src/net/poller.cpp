@@ -268,6 +268,7 @@ std::optional<std::chrono::nanoseconds> Poller::wait_bound(bool more) const {
   if (timers_ == nullptr) return std::nullopt;
   const Clock::time_point due = timers_->next_due();
   if (due == Clock::time_point::max()) return std::nullopt;
+  if (due <= now_) return std::chrono::nanoseconds::zero();  // also min(): not yet advanced
   // Measured from the turn's start, the wait is longer by what the turn's own work took
   // (microseconds): harmless for a deadline far off, which any event on the way shortens
   // again, but not for one close at hand, which measures from the clock's time now.

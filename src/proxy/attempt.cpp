@@ -43,7 +43,7 @@ bool same_tls(const BackendConn& c, const Upstream& up) noexcept {
 
 Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout(); }, this) {}
 
-// The client connection ends every attempt and gives back its buffers before it goes.
+// The downstream ends every attempt of its exchange and gives back its buffers before it goes.
 Attempt::~Attempt() = default;
 
 void Attempt::hold() noexcept {
@@ -632,7 +632,7 @@ void Attempt::end(bool reusable) {
   } else {
     c->close();
   }
-  // Last: letting go of the owner may let go of the client connection, and of this attempt.
+  // Last: letting go of the owner may let go of the downstream, and of this attempt.
   c->set_owner(nullptr);
 }
 

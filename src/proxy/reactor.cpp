@@ -112,6 +112,8 @@ void Reactor::install(std::shared_ptr<const Snapshot> next) {
   }
   if (current_) close_idle_connections(next.get());
   current_ = Ref<ReactorGeneration>(new ReactorGeneration(std::move(next)));
+  // An idle reactor's housekeeping sleeps; a new generation may move the quota's Redis link.
+  if (!housekeeping_.armed()) wheel_.schedule(housekeeping_, now());
 }
 
 // Closes this reactor's idle connections to every backend of the current generation that

@@ -297,10 +297,10 @@ class Exchange final : public WaitOwner {
     tickets.settle(outcome);
   }
   // The client sets the pace: its response waits in floodgate because the client does not
-  // take it (ClientConn's client_paced). Floodgate spends nothing on it meanwhile, so the
-  // stages' tickets go back (the front cap, the adaptive ceiling, the route and global caps);
-  // the pool slot stays until the backend's part is over, since the backend may still be
-  // sending. Later calls do nothing.
+  // take it (on_client_paced, or a write stalled for 1 s). Floodgate spends nothing on it
+  // meanwhile, so the stages' tickets go back (the front cap, the adaptive ceiling, the route and
+  // global caps); the pool slot stays until the backend's part is over, since the backend may still
+  // be sending. Later calls do nothing.
   void release_tickets() noexcept { tickets.settle(outcome); }
 
   // Settles what the exchange holds, in reverse order of taking (the pool slot after every
