@@ -415,34 +415,28 @@ Reason ClientConn::response_head(const http::Parser& head, bool interim) {
   if (interim) {
     // floodgate sends its own 100 Continue; an HTTP/1.0 client gets no 1xx at all.
     if (head.status() == 100 || minor < 1) return Reason::none;
-    if (!acquire_out()) return Reason::buffers_exhausted;
-    http::Writer w(out_end(), out_room());
-    if (!http::write_response_head(head, http::ResponsePlan{}, minor, w)) {
-      return Reason::upstream_bad_response;
-    }
-    commit_out(w.size());
-    ex_.head_bytes_out += w.size();
-    return Reason::none;
+    return put_head(&head, http::ResponsePlan{});
   }
   // An upgrade the backend declined leaves the client connection in an unknown state.
   // A draining reactor closes the connection after this response: say so.
   const bool keep = ex_.facts.keep_alive && !ex_.facts.upgrade && !reactor_.draining();
   plan_ = http::plan_response(head, ex_.head_request, minor, keep);
-  if (!acquire_out()) return Reason::buffers_exhausted;
-  http::Writer w(out_end(), out_room());
-  if (!http::write_response_head(head, plan_, minor, w)) return Reason::upstream_bad_response;
-  commit_out(w.size());
-  ex_.head_bytes_out += w.size();
-  return Reason::none;
+  return put_head(&head, plan_);
 }
 
 Reason ClientConn::tunnel_head(const http::Parser* head) {
+  return put_head(head, http::ResponsePlan{});
+}
+
+// The backend's response head rewritten for the client as `plan` says, or (nullptr) a
+// CONNECT's 200, into the output and counted as head bytes.
+Reason ClientConn::put_head(const http::Parser* head, const http::ResponsePlan& plan) {
   static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection Established\r\n\r\n";
   if (!acquire_out()) return Reason::buffers_exhausted;
   http::Writer w(out_end(), out_room());
   if (head == nullptr) {
     w.put(kEstablished);
-  } else if (!http::write_response_head(*head, http::ResponsePlan{}, ex_.head.version_minor, w)) {
+  } else if (!http::write_response_head(*head, plan, ex_.head.version_minor, w)) {
     return Reason::upstream_bad_response;
   }
   commit_out(w.size());

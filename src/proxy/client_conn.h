@@ -131,14 +131,13 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   bool send_progressing();
   // The generation of the request in progress (a reload does not change its timeouts), or the
   // reactor's current one between requests.
-  const Snapshot& request_snapshot() const noexcept {
-    return ex_.gen ? *ex_.gen->snapshot : reactor_.snapshot();
-  }
+  const Snapshot& request_snapshot() const noexcept { return ex_.snapshot(); }
   bool in_exchange(Exchange::Phase p) const noexcept {
     return phase_ == Phase::exchange && ex_.phase == p;
   }
 
   // -- the response's output buffer
+  Reason put_head(const http::Parser* head, const http::ResponsePlan& plan);
   bool acquire_out() noexcept;
   char* out_end() const noexcept { return cout_ + cout_len_; }
   std::size_t out_room() const noexcept;

@@ -52,6 +52,10 @@ void Exchange::bind(Reactor& reactor, Downstream& downstream) noexcept {
   reactor_index = reactor.index();
 }
 
+const Snapshot& Exchange::snapshot() const noexcept {
+  return gen ? *gen->snapshot : reactor_->snapshot();
+}
+
 // -- Routing and the chain ---------------------------------------------------------------------
 
 void Exchange::route(std::string_view path) {
@@ -422,7 +426,7 @@ void Exchange::log() {
   std::array<char, kKeyScratch> client{};  // the client's address, from a trusted proxy's head
   if (head.complete()) {
     // The client the rate limits' client_ip counted, by the generation the request ran on.
-    const Snapshot& snap = gen ? *gen->snapshot : reactor_->snapshot();
+    const Snapshot& snap = snapshot();
     if (const std::optional<IpAddress> forwarded =
             forwarded_client(peer, snap.server.trusted_proxies, &head)) {
       r.client = address_text(*forwarded, client);

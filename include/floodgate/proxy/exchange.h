@@ -191,6 +191,8 @@ class Exchange final : public WaitOwner {
   // Binds the exchange to its reactor and its downstream, once, before its first request.
   void bind(Reactor& reactor, Downstream& downstream) noexcept;
   Reactor& reactor() const noexcept { return *reactor_; }
+  // The generation the request runs on, or the reactor's current one when none is pinned.
+  const Snapshot& snapshot() const noexcept;
   Downstream& downstream() const noexcept { return *downstream_; }
 
   // -- Running the request (exchange.cpp).
