@@ -429,46 +429,77 @@ void Poller::stop() {
   work_.reset();
 }
 
+namespace {
+// Marks this thread as the loop's for as long as it runs it: send() from here needs no bell.
+struct Running {
+  explicit Running(const Poller* p) { t_running = p; }
+  ~Running() { t_running = nullptr; }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+};
+}  // namespace
+
 void Poller::run() {
-  // Marks this thread as the loop's for as long as it runs it: send() from here needs no bell.
-  struct Running {
-    explicit Running(const Poller* p) { t_running = p; }
-    ~Running() { t_running = nullptr; }
-    Running(const Running&) = delete;
-    Running& operator=(const Running&) = delete;
-  } running(this);
-  if (uring_) return run_uring();
-  run_epoll();
+  const Running running(this);
+  if (uring_) {
+    enable_ring();
+    while (!stopped_) uring_turn(std::nullopt);
+    io_.poll();  // what was posted before stop() still runs (it may hold references)
+    run_inbox();
+    finish_removals();
+    wanted_.release_all();  // reads and writes nobody will submit any more
+    return;
+  }
+  while (!stopped_) epoll_turn(std::nullopt);
+  io_.poll();  // what was posted before stop() still runs (it may hold references)
+  run_inbox();
 }
 
-void Poller::run_uring() {
-  // The ring was made disabled so that the thread that runs it becomes its single issuer.
-  // (liburing 2.3 declares io_uring_enable_rings() but does not export it.)
+void Poller::run_once(std::chrono::nanoseconds max_wait) {
+  const Running running(this);
+  if (uring_) {
+    enable_ring();
+    return uring_turn(max_wait);
+  }
+  epoll_turn(max_wait);
+}
+
+// The ring was made disabled so that the thread that runs it becomes its single issuer.
+// (liburing 2.3 declares io_uring_enable_rings() but does not export it.)
+void Poller::enable_ring() {
+  if (ring_enabled_) return;
   if (::syscall(__NR_io_uring_register, uring_->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr,
                 0) != 0) {
     throw std::system_error(errno, std::generic_category(), "io_uring enable");
   }
-  while (!stopped_) {
-    run_posted();
-    run_inbox();
-    run_ready();
-    run_heavy();
-    if (stopped_) break;
-    submit_wanted_io();
-    // Block only when nothing is ready, and only until the next timer is due. The reads and
-    // writes just submitted complete at once, so a wait for one completion returns then.
-    const bool more =
-        !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
-    enter(wait_bound(more));
-    now_ = clock_.now();
-    reap();
-    run_ready();
-    run_timers();
-  }
-  io_.poll();  // what was posted before stop() still runs (it may hold references)
+  ring_enabled_ = true;
+}
+
+// How long a turn may block: until the next timer is due, and no longer than `cap`.
+std::optional<std::chrono::nanoseconds> Poller::turn_wait(
+    std::optional<std::chrono::nanoseconds> cap) const {
+  // Block only when nothing is ready, and only until the next timer is due.
+  const bool more =
+      !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
+  std::optional<std::chrono::nanoseconds> wait = wait_bound(more);
+  if (cap && (!wait || *wait > *cap)) wait = cap;
+  return wait;
+}
+
+void Poller::uring_turn(std::optional<std::chrono::nanoseconds> cap) {
+  run_posted();
   run_inbox();
-  finish_removals();
-  wanted_.release_all();  // reads and writes nobody will submit any more
+  run_ready();
+  run_heavy();
+  if (stopped_) return;
+  submit_wanted_io();
+  // The reads and writes just submitted complete at once, so a wait for one completion
+  // returns then.
+  enter(turn_wait(cap));
+  now_ = clock_.now();
+  reap();
+  run_ready();
+  run_timers();
 }
 
 // The loop has ended, but the sockets closed on its last turns (a drain closes the
@@ -486,29 +517,21 @@ void Poller::finish_removals() {
   ring_done_ = true;
 }
 
-void Poller::run_epoll() {
-  std::array<epoll_event, kBatch>& events = batch();
-  while (!stopped_) {
-    run_posted();
-    run_inbox();
-    run_ready();
-    run_heavy();
-    if (stopped_) break;
-    // Block only when nothing is ready, and only until the next timer is due.
-    const bool more =
-        !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
-    const int n = wait_epoll(events.data(), wait_bound(more));
-    now_ = clock_.now();
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "epoll_wait");
-    }
-    dispatch(n);
-    run_ready();
-    run_timers();
-  }
-  io_.poll();  // what was posted before stop() still runs (it may hold references)
+void Poller::epoll_turn(std::optional<std::chrono::nanoseconds> cap) {
+  run_posted();
   run_inbox();
+  run_ready();
+  run_heavy();
+  if (stopped_) return;
+  const int n = wait_epoll(batch().data(), turn_wait(cap));
+  now_ = clock_.now();
+  if (n < 0) {
+    if (errno == EINTR) return;
+    throw std::system_error(errno, std::generic_category(), "epoll_wait");
+  }
+  dispatch(n);
+  run_ready();
+  run_timers();
 }
 
 void Poller::dispatch(int n) {

@@ -43,15 +43,15 @@ bool same_tls(const BackendConn& c, const Upstream& up) noexcept {
 
 Attempt::Attempt() : timer_([](void* a) { static_cast<Attempt*>(a)->on_timeout(); }, this) {}
 
-// The downstream ends every attempt of its exchange and gives back its buffers before it goes.
+// The exchange ends every attempt and gives back its buffers before it goes back to its pool.
 Attempt::~Attempt() = default;
 
 void Attempt::hold() noexcept {
-  ex_->downstream().hold();
+  ex_->hold();
 }
 
 void Attempt::release() noexcept {
-  ex_->downstream().release();
+  ex_->release();
 }
 
 net::Stream& Attempt::stream() noexcept {
@@ -638,7 +638,8 @@ void Attempt::end(bool reusable) {
 
 void Attempt::on_timeout() {
   Downstream& ds = ex_->downstream();
-  ds.hold();
+  Exchange& ex = *ex_;
+  ex.hold();
   if (connecting_) {
     fail(Reason::upstream_connect_timeout);
   } else if (!response_head_) {
@@ -648,7 +649,7 @@ void Attempt::on_timeout() {
     log_failure(Reason::upstream_timeout, 0, true);
     ds.cut(OutcomeSource::upstream);  // the backend stalled mid-body: a short body
   }
-  ds.release();
+  ex.release();
 }
 
 // -- Tunnels: an upgrade the backend accepted, a CONNECT target's connection.

@@ -28,7 +28,6 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net
       client_(reactor.poller(), *this),
       tls_listener_(tls),
       client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this) {
-  ex_.bind(reactor, *this);
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // What a slow reader costs the kernel is bounded too: without it the kernel grows a client's
@@ -46,16 +45,20 @@ ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net
   if (addr != nullptr && ::inet_ntop(peer->sa_family, addr, client_ip_, sizeof(client_ip_))) {
     client_ip_len_ = static_cast<uint8_t>(std::strlen(client_ip_));
   }
-  ex_.peer = IpAddress::of(peer).value_or(IpAddress{});
-  ex_.peer_text = client_ip();
-  ex_.connection_id = reactor.next_connection_id();
+  facts_.peer = IpAddress::of(peer).value_or(IpAddress{});
+  facts_.peer_text = client_ip();
+  facts_.connection_id = reactor.next_connection_id();
   adopt_error_ = client_.adopt(fd);
+  reactor_.exchanges().reserve(1);  // its requests' exchange, one at a time
   reactor_.add_client(*this);
   reactor_.metrics().client_connections.add(1);
   reactor_.metrics().accepted_connections.add();
 }
 
 ClientConn::~ClientConn() {
+  // Nothing of the exchange is pending any more (it would hold this connection): it goes back.
+  if (ex_ != nullptr) std::exchange(ex_, nullptr)->detach();
+  reactor_.exchanges().unreserve(1);
   release_buffers();
   reactor_.metrics().client_connections.add(-1);
   reactor_.remove_client(*this);
@@ -79,7 +82,6 @@ std::size_t ClientConn::out_room() const noexcept {
 void ClientConn::release_buffers() {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
-  for (Attempt& a : ex_.attempts) a.release_buffers();
   in_len_ = in_pos_ = cout_len_ = cout_sent_ = early_end_ = 0;
 }
 
@@ -129,7 +131,7 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
     std::memcpy(in_data() + in_len_, landing_, n);
   }
   in_len_ += n;
-  ex_.bytes_in += n;
+  count_in(n);  // between requests: begin_request() counts what is in in_
   if (const net::TlsSession* tls = client_.tls(); tls != nullptr && tls->read_early) {
     early_end_ = in_len_;  // early data comes before everything else on the connection
   }
@@ -140,8 +142,8 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
     case Phase::head:
       return parse_head();
     case Phase::exchange:
-      if (ex_.phase == Exchange::Phase::forwarding) return pump_request_body(ex_.attempt());
-      if (ex_.phase == Exchange::Phase::queued) return watch_while_waiting(true);
+      if (ex_->phase == Exchange::Phase::forwarding) return pump_request_body(ex_->attempt());
+      if (ex_->phase == Exchange::Phase::queued) return watch_while_waiting(true);
       return;
     case Phase::closing:
       return;
@@ -150,7 +152,7 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
 
 void ClientConn::start_request() {
   begin_request();
-  const Snapshot& snap = *ex_.gen->snapshot;
+  const Snapshot& snap = *ex_->gen->snapshot;
   arm_client_timer(snap.server.header_timeout);
   parser_.begin(in_data(), in_fields(), snap.limits);
 }
@@ -161,17 +163,18 @@ void ClientConn::begin_request() {
   phase_ = Phase::head;
   in_pos_ = 0;
   plan_ = {};
-  ex_.begin(reactor_.current(), ex_.now(), in_len_);
-  for (Attempt& a : ex_.attempts) a.reset();
+  if (ex_ == nullptr) ex_ = &reactor_.exchanges().acquire(*this, facts_);
+  ex_->begin(reactor_.current(), reactor_.poller().clock().now(), in_len_);
+  for (Attempt& a : ex_->attempts) a.reset();
 }
 
 void ClientConn::parse_head() {
   switch (parser_.parse_head(in_len_)) {
     case http::Parser::Result::need_more:
-      if (in_len_ == reactor_.request_data()) return ex_.answer(Reason::header_too_large);
+      if (in_len_ == reactor_.request_data()) return ex_->answer(Reason::header_too_large);
       return do_client_read();
     case http::Parser::Result::error:
-      return ex_.answer(parser_.error_reason());
+      return ex_->answer(parser_.error_reason());
     default:
       return on_head();
   }
@@ -180,44 +183,20 @@ void ClientConn::parse_head() {
 void ClientConn::on_head() {
   client_timer_.cancel();
   reactor_.opening_end(*this);
-  // The request runs on the configuration current now that its head is complete, not on the
-  // one current at its first byte: a head still arriving when that generation was forcibly
-  // retired would otherwise be routed on the retired snapshot (to a pool the reload removed,
-  // or into a queue no retirement will ever empty again).
-  if (ex_.gen.get() != reactor_.current().get()) ex_.gen = reactor_.current();
-  http::RequestFacts& facts = ex_.facts;
   in_pos_ = parser_.head_end();
-  ex_.head = parser_.request_head();
-  ex_.head_request = ex_.head.method == HTTP_HEAD;
+  ex_->head = parser_.request_head();
   phase_ = Phase::exchange;
-  if (const Reason r = http::inspect_request(ex_.head, facts); r != Reason::none) {
-    return ex_.answer(r);
-  }
-  MatchPath path;  // what routes match: the normalised path (on the stack, for this match)
-  const bool has_path = !facts.asterisk && !facts.connect;
-  if (has_path && path.assign(facts.path) != PathVerdict::ok) {
-    return ex_.answer(Reason::bad_request);
-  }
-  if (!facts.has_body) {
+  if (!ex_->take_head(reactor_.current())) return;  // refused: answered
+  if (!ex_->facts.has_body) {
     // Complete the message in the parser now, so a rejection below can keep the connection.
     std::size_t consumed = 0;
     auto no_sink = [](const char*, std::size_t) {};
     if (parser_.parse_body(in_data() + in_pos_, 0, consumed, no_sink) ==
         http::Parser::Result::message_done) {
-      ex_.request_parsed = true;
+      ex_->request_parsed = true;
     }
   }
-  ex_.request = resilience::RequestView{ex_.head.method_name,
-                                        ex_.head.target,
-                                        has_path ? path.view() : std::string_view{},
-                                        facts.host_header,
-                                        facts.connect ? std::string_view{} : facts.authority,
-                                        facts.connect,
-                                        facts.upgrade,
-                                        facts.origin,
-                                        facts.cors_request_method,
-                                        early_end_ > 0};
-  ex_.route(path.view());
+  ex_->route(early_end_ > 0);
 }
 
 // The reactor is at server.max_buffers_per_reactor (or out of memory): the request that has
@@ -227,8 +206,8 @@ void ClientConn::refuse_without_buffer(std::size_t n) {
   in_len_ = 0;
   begin_request();
   parser_.begin(landing_, nullptr, {});  // nothing of this request is parsed (access log)
-  ex_.bytes_in = n;
-  ex_.answer(Reason::buffers_exhausted);
+  ex_->bytes_in = n;
+  ex_->answer(Reason::buffers_exhausted);
 }
 
 // floodgate's answer (the exchange decided its outcome): a stage's prebuilt bytes, the pool's
@@ -248,8 +227,8 @@ void ClientConn::respond(const Decision& d) {
   }
   const bool pool_reason = pool_rejection_index(d.reason) < kPoolRejections.size();
   const std::string_view bytes = d.answer != nullptr ? d.answer->bytes(close)
-                                 : pool_reason && ex_.up != nullptr
-                                     ? ex_.up->rejection(d.reason, close)
+                                 : pool_reason && ex_->up != nullptr
+                                     ? ex_->up->rejection(d.reason, close)
                                      : http::generated_response(d.reason, close);
   write_generated(bytes, close);
 }
@@ -257,13 +236,13 @@ void ClientConn::respond(const Decision& d) {
 // OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
 // path to match it with: floodgate answers for itself, with what it forwards.
 void ClientConn::answer_options() {
-  const bool close = !ex_.facts.keep_alive || !ex_.request_parsed || reactor_.draining();
+  const bool close = !ex_->facts.keep_alive || !ex_->request_parsed || reactor_.draining();
   write_generated(http::options_response(close), close);
 }
 
 // The unread rest of a rejected request cannot be told apart from a next request: close.
 bool ClientConn::generated_closes(Reason reason) const noexcept {
-  return http::closes_connection(reason) || !ex_.facts.keep_alive || !ex_.request_parsed ||
+  return http::closes_connection(reason) || !ex_->facts.keep_alive || !ex_->request_parsed ||
          reactor_.draining();
 }
 
@@ -271,8 +250,8 @@ bool ClientConn::generated_closes(Reason reason) const noexcept {
 // connection after it (with a lingering close: see linger_close()).
 void ClientConn::write_generated(std::string_view bytes, bool close) {
   const std::size_t head = bytes.find("\r\n\r\n") + 4;
-  if (ex_.head_request) bytes = bytes.substr(0, head);  // HEAD: no body
-  ex_.head_bytes_out += head;
+  if (ex_->head_request) bytes = bytes.substr(0, head);  // HEAD: no body
+  ex_->head_bytes_out += head;
   arm_send_timer();
   phase_ = Phase::exchange;
   client_writing_ = true;
@@ -281,7 +260,7 @@ void ClientConn::write_generated(std::string_view bytes, bool close) {
                 [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
                   ClientConn& c = ClientConn::from(o);
                   c.client_writing_ = false;
-                  c.ex_.bytes_out += n;
+                  c.count_out(n);
                   c.on_generated_written(ec, c.generated_close_);
                 });
 }
@@ -295,7 +274,7 @@ void ClientConn::on_generated_written(const error_code& ec, bool close) {
 void ClientConn::flush() {
   if (client_writing_) return;  // the completion writes what was added meanwhile
   client_writing_ = true;
-  ex_.outcome.client_saw_bytes = true;
+  ex_->outcome.client_saw_bytes = true;
   arm_send_timer();
   const std::size_t from = std::exchange(cout_sent_, cout_len_);
   client_.write(cout_ + from, cout_len_ - from,
@@ -307,18 +286,18 @@ void ClientConn::flush() {
 }
 
 void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
-  ex_.bytes_out += n;
+  count_out(n);
   if (closed_) return;
   client_timer_.cancel();
   if (ec) return cut(OutcomeSource::client);
   if (phase_ == Phase::closing) return linger_close();
   if (cout_sent_ < cout_len_) return flush();  // the attempt added bytes meanwhile
   cout_len_ = cout_sent_ = 0;
-  ex_.attempt().on_client_drained();
+  ex_->attempt().on_client_drained();
 }
 
 void ClientConn::response_done() {
-  finish_request(plan_.close_client || !ex_.request_parsed);
+  finish_request(plan_.close_client || !ex_->request_parsed);
 }
 
 // The exchange waits for a stage: a read stays pending so that a client that goes away is
@@ -338,17 +317,17 @@ void ClientConn::watch_while_waiting(bool on) {
 }
 
 void ClientConn::on_request_head_sent(Attempt& a) {
-  if (ex_.facts.expect_continue && !ex_.request_parsed && in_pos_ == in_len_ &&
+  if (ex_->facts.expect_continue && !ex_->request_parsed && in_pos_ == in_len_ &&
       parser_.http_minor() >= 1) {
     // Invite the body now that the request is routed and has a backend.
     client_writing_ = true;
     arm_send_timer();
-    ex_.head_bytes_out += http::kContinue.size();
+    ex_->head_bytes_out += http::kContinue.size();
     client_.write(http::kContinue.data(), http::kContinue.size(),
                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
                     ClientConn& c = ClientConn::from(o);
                     c.client_writing_ = false;
-                    c.ex_.bytes_out += n;
+                    c.count_out(n);
                     if (c.closed_) return;
                     if (ec) return c.cut(OutcomeSource::client);
                     if (c.cout_len_ > 0) c.flush();
@@ -359,34 +338,34 @@ void ClientConn::on_request_head_sent(Attempt& a) {
 
 void ClientConn::pump_request_body(Attempt& a) {
   if (a.sending() || closed_ || !a.head_ready()) return;
-  const ServerParams& server = ex_.gen->snapshot->server;
+  const ServerParams& server = ex_->gen->snapshot->server;
   const bool chunked = parser_.chunked();
-  while (!ex_.request_parsed && a.request_room() >= 2 * kFramingSlack) {
+  while (!ex_->request_parsed && a.request_room() >= 2 * kFramingSlack) {
     const std::size_t feed = std::min(in_len_ - in_pos_, a.request_room() - kFramingSlack);
     http::Writer w(a.request_end(), a.request_room());
     auto sink = [&](const char* p, std::size_t n) {
       if (chunked) http::write_chunk_header(n, w);
       w.put({p, n});
       if (chunked) w.put(http::kChunkEnd);
-      ex_.body_bytes += n;
+      ex_->body_bytes += n;
     };
     std::size_t consumed = 0;
     const auto r = parser_.parse_body(in_data() + in_pos_, feed, consumed, sink);
     a.commit_request(w.size());
     in_pos_ += consumed;
-    if (consumed > 0) ex_.body_taken = true;
+    if (consumed > 0) ex_->body_taken = true;
     if (r == http::Parser::Result::error) {
       a.end(false);
-      if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
-      return ex_.answer(Reason::bad_request);
+      if (ex_->outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
+      return ex_->answer(Reason::bad_request);
     }
-    if (server.max_body_bytes != 0 && ex_.body_bytes > server.max_body_bytes) {
+    if (server.max_body_bytes != 0 && ex_->body_bytes > server.max_body_bytes) {
       a.end(false);
-      if (ex_.outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
-      return ex_.answer(Reason::body_too_large);
+      if (ex_->outcome.client_saw_bytes || client_writing_) return cut(OutcomeSource::client);
+      return ex_->answer(Reason::body_too_large);
     }
     if (r == http::Parser::Result::message_done) {
-      ex_.request_parsed = true;
+      ex_->request_parsed = true;
       if (chunked) {  // the feed bound leaves room for the last chunk
         http::Writer last(a.request_end(), a.request_room());
         last.put(http::kLastChunk);
@@ -397,7 +376,7 @@ void ClientConn::pump_request_body(Attempt& a) {
     }
   }
   if (a.request_buffered()) return a.send_request();
-  if (ex_.request_parsed) {
+  if (ex_->request_parsed) {
     client_timer_.cancel();
     return a.request_done();
   }
@@ -411,7 +390,7 @@ void ClientConn::pump_request_body(Attempt& a) {
 // through (Content-Length), re-chunked or close-delimited as plan_response() decides.
 
 Reason ClientConn::response_head(const http::Parser& head, bool interim) {
-  const int minor = ex_.head.version_minor;
+  const int minor = ex_->head.version_minor;
   if (interim) {
     // floodgate sends its own 100 Continue; an HTTP/1.0 client gets no 1xx at all.
     if (head.status() == 100 || minor < 1) return Reason::none;
@@ -419,8 +398,8 @@ Reason ClientConn::response_head(const http::Parser& head, bool interim) {
   }
   // An upgrade the backend declined leaves the client connection in an unknown state.
   // A draining reactor closes the connection after this response: say so.
-  const bool keep = ex_.facts.keep_alive && !ex_.facts.upgrade && !reactor_.draining();
-  plan_ = http::plan_response(head, ex_.head_request, minor, keep);
+  const bool keep = ex_->facts.keep_alive && !ex_->facts.upgrade && !reactor_.draining();
+  plan_ = http::plan_response(head, ex_->head_request, minor, keep);
   return put_head(&head, plan_);
 }
 
@@ -436,11 +415,11 @@ Reason ClientConn::put_head(const http::Parser* head, const http::ResponsePlan& 
   http::Writer w(out_end(), out_room());
   if (head == nullptr) {
     w.put(kEstablished);
-  } else if (!http::write_response_head(*head, plan, ex_.head.version_minor, w)) {
+  } else if (!http::write_response_head(*head, plan, ex_->head.version_minor, w)) {
     return Reason::upstream_bad_response;
   }
   commit_out(w.size());
-  ex_.head_bytes_out += w.size();
+  ex_->head_bytes_out += w.size();
   return Reason::none;
 }
 
@@ -471,13 +450,14 @@ void ClientConn::end_body() {
 // request (keep-alive, possibly already pipelined in in_) or closing the connection.
 void ClientConn::finish_request(bool close_client) {
   if (phase_ == Phase::idle || phase_ == Phase::closing) return;
-  ex_.log();
-  ex_.end_attempts();
-  ex_.end();  // the pool slot, then the stages' tickets (the in-flight cap's slot)
-  // Nothing is pending on the response side: its buffers go back now.
+  ex_->log();
+  ex_->end_attempts();
+  ex_->end();  // the pool slot, then the stages' tickets (the in-flight cap's slot)
+  // The exchange goes back to the pool with its attempts' buffers once nothing of it is
+  // pending. Nothing is pending on the response side: its buffers go back now.
+  std::exchange(ex_, nullptr)->detach();
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
   cout_len_ = cout_sent_ = 0;
-  for (Attempt& a : ex_.attempts) a.release_buffers();
   if (close_client || reactor_.draining()) return linger_close();
   // Keep-alive: move pipelined bytes to the front of in_.
   const std::size_t leftover = in_len_ - in_pos_;
@@ -599,19 +579,19 @@ void ClientConn::on_client_timeout() {
     case Phase::idle:  // nothing sent yet, or between keep-alive requests: close silently
       return close();
     case Phase::head:  // the head did not complete in time
-      return ex_.answer(Reason::header_timeout);
+      return ex_->answer(Reason::header_timeout);
     case Phase::exchange:
-      if (ex_.phase == Exchange::Phase::forwarding) {
+      if (ex_->phase == Exchange::Phase::forwarding) {
         // The client stalled reading the response, or sending its body.
-        if (client_writing_ && ex_.attempt().response_started()) {
+        if (client_writing_ && ex_->attempt().response_started()) {
           // A write of the response has waited kClientPacedAfter at least: the kernel holds
           // all it can for this client, which reads slower than the backend sends.
-          ex_.release_tickets();
+          ex_->release_tickets();
         }
         if (client_writing_ && send_progressing()) return;
         return cut(OutcomeSource::client);
       }
-      if (ex_.phase == Exchange::Phase::tunnel) return cut(OutcomeSource::client);  // idle
+      if (ex_->phase == Exchange::Phase::tunnel) return cut(OutcomeSource::client);  // idle
       // floodgate's answer still being written.
       if (client_writing_ && send_progressing()) return;
       return close();
@@ -629,7 +609,7 @@ void ClientConn::drain() {
 bool ClientConn::force_close() {
   const bool cut = phase_ != Phase::idle && phase_ != Phase::closing;
   Ref<ClientConn> keep(this);
-  if (cut) ex_.outcome.cut_short(OutcomeSource::floodgate);
+  if (cut) ex_->outcome.cut_short(OutcomeSource::floodgate);
   close();
   return cut;
 }
@@ -637,16 +617,17 @@ bool ClientConn::force_close() {
 void ClientConn::on_generation_retired(uint64_t retired, const Snapshot& current) {
   if (phase_ != Phase::exchange) return;
   const Ref<ClientConn> keep(this);
-  ex_.on_generation_retired(retired, current);
+  ex_->on_generation_retired(retired, current);
 }
 
 void ClientConn::cut(OutcomeSource by) {
-  if (phase_ != Phase::idle && phase_ != Phase::closing) ex_.outcome.cut_short(by);
+  if (phase_ != Phase::idle && phase_ != Phase::closing) ex_->outcome.cut_short(by);
   // The client gave up on a backend's response (HAProxy's cli_abrt): counted for that backend.
-  if (const Attempt& a = ex_.attempt();
-      by == OutcomeSource::client && ex_.up != nullptr && a.live() && a.backend() >= 0 &&
-      (in_exchange(Exchange::Phase::forwarding) || in_exchange(Exchange::Phase::tunnel))) {
-    ex_.up->backends[static_cast<std::size_t>(a.backend())]
+  if (by == OutcomeSource::client &&
+      (in_exchange(Exchange::Phase::forwarding) || in_exchange(Exchange::Phase::tunnel)) &&
+      ex_->up != nullptr && ex_->attempt().live() && ex_->attempt().backend() >= 0) {
+    const Attempt& a = ex_->attempt();
+    ex_->up->backends[static_cast<std::size_t>(a.backend())]
         ->stats[reactor_.index()]
         .client_aborts.add();
   }
@@ -657,13 +638,15 @@ void ClientConn::close() {
   if (closed_) return;
   closed_ = true;
   if (phase_ == Phase::exchange) {
-    ex_.log();  // cut short: logged with the status it had (0 = no response was sent)
+    ex_->log();  // cut short: logged with the status it had (0 = no response was sent)
   }
   phase_ = Phase::closing;
   client_timer_.cancel();
   handshake_permit_.release();
   reactor_.opening_end(*this);
-  ex_.abandon();  // a wait given up, the attempts ended, what it holds settled
+  // A wait given up, the attempts ended, what it holds settled; the exchange stays with the
+  // connection until nothing is pending (the destructor gives it back).
+  if (ex_ != nullptr) ex_->abandon();
   client_.close();
   const Ref<ClientConn> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the connection.

@@ -1,8 +1,9 @@
 // A client connection speaking HTTP/1.1: the socket, reading and parsing request heads,
 // keep-alive and pipelining, 100-continue, the request body's pump, writing responses (their
 // heads rewritten, bodies passed through, re-chunked or close-delimited), floodgate's own
-// answers, the lingering close and the tunnel relay (tunnel.cpp). It owns one Exchange
-// (exchange.h) at a time and is that exchange's Downstream (downstream.h): the exchange runs
+// answers, the lingering close and the tunnel relay (tunnel.cpp). It takes an Exchange
+// (exchange.h) from the reactor's pool for each request, one at a time, from the request's
+// first byte to its end, and is that exchange's Downstream (downstream.h): the exchange runs
 // the request (the chain, waits, backends, retries, hedges), its Attempts (attempt.h) talk to
 // the backend, and both reach the client only through the Downstream interface. The path:
 //   read head -> parse -> Exchange::route (front of the chain, route, the route's chain,
@@ -131,9 +132,18 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   bool send_progressing();
   // The generation of the request in progress (a reload does not change its timeouts), or the
   // reactor's current one between requests.
-  const Snapshot& request_snapshot() const noexcept { return ex_.snapshot(); }
+  const Snapshot& request_snapshot() const noexcept {
+    return ex_ != nullptr ? ex_->snapshot() : reactor_.snapshot();
+  }
   bool in_exchange(Exchange::Phase p) const noexcept {
-    return phase_ == Phase::exchange && ex_.phase == p;
+    return phase_ == Phase::exchange && ex_->phase == p;
+  }
+  // Bytes read from and written to the client, counted for the request in progress.
+  void count_in(std::size_t n) noexcept {
+    if (ex_ != nullptr) ex_->bytes_in += n;
+  }
+  void count_out(std::size_t n) noexcept {
+    if (ex_ != nullptr) ex_->bytes_out += n;
   }
 
   // -- the response's output buffer
@@ -215,8 +225,10 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   std::size_t cout_len_ = 0;
   std::size_t cout_sent_ = 0;  // of cout_len_, the bytes handed to a write (done or pending)
 
-  // The request in progress.
-  Exchange ex_;
+  // What the stages and the access log know of this connection (every exchange points to it).
+  ConnectionFacts facts_;
+  // The request in progress (from its first byte to its end), nullptr between requests.
+  Exchange* ex_ = nullptr;
 };
 
 }  // namespace floodgate::proxy

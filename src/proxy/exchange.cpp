@@ -15,6 +15,7 @@
 //     an exchange that gave up on it.
 #include "floodgate/proxy/exchange.h"
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <memory>
 #include <string>
@@ -39,9 +40,9 @@ Exchange::Exchange()
 
 Exchange::~Exchange() = default;
 
-void Exchange::bind(Reactor& reactor, Downstream& downstream) noexcept {
+void Exchange::bind(Reactor& reactor, ExchangePool* pool) noexcept {
   reactor_ = &reactor;
-  downstream_ = &downstream;
+  pool_ = pool;
   for (Attempt& a : attempts) a.bind(*this);
   wait.poller = &reactor.poller();
   wait.owner = this;
@@ -52,13 +53,135 @@ void Exchange::bind(Reactor& reactor, Downstream& downstream) noexcept {
   reactor_index = reactor.index();
 }
 
+void Exchange::attach(Downstream& downstream, ConnectionFacts& connection) noexcept {
+  downstream_ = &downstream;
+  conn = &connection;
+  attached_ = true;
+}
+
+void Exchange::detach() noexcept {
+  attached_ = false;
+  if (holds_ == 0) recycle();
+}
+
+void Exchange::hold() noexcept {
+  ++holds_;
+  downstream_->hold();
+}
+
+void Exchange::release() noexcept {
+  Downstream& d = *downstream_;
+  if (--holds_ == 0 && !attached_) recycle();
+  d.release();  // last: it may let go of the downstream
+}
+
+// Nothing of the exchange is pending and no downstream has it: what it still holds goes back
+// (an abandoned request's pinned generation, its attempts' buffers) and so does the exchange.
+void Exchange::recycle() noexcept {
+  wait_timer_.cancel();
+  hedge_timer_.cancel();
+  end_attempts();
+  end();
+  gen = Ref<ReactorGeneration>();
+  for (Attempt& a : attempts) a.release_buffers();
+  downstream_ = nullptr;
+  conn = nullptr;
+  if (pool_ != nullptr) pool_->put_back(*this);
+}
+
+ExchangePool::~ExchangePool() {
+  while (Exchange* e = free_) {
+    free_ = e->next_free_;
+    delete e;
+  }
+}
+
+Exchange* ExchangePool::make() {
+  auto* e = new Exchange();
+  e->bind(reactor_, this);
+  return e;
+}
+
+void ExchangePool::reserve(std::size_t n) {
+  reserved_ += n;
+  while (in_use_ + free_count_ < reserved_) {
+    Exchange* e = make();
+    e->next_free_ = free_;
+    free_ = e;
+    ++free_count_;
+  }
+}
+
+void ExchangePool::unreserve(std::size_t n) noexcept {
+  reserved_ -= std::min(n, reserved_);
+  trim();
+}
+
+Exchange& ExchangePool::acquire(Downstream& downstream, ConnectionFacts& conn) {
+  Exchange* e = free_;
+  if (e != nullptr) {
+    free_ = e->next_free_;
+    --free_count_;
+  } else {
+    e = make();  // beyond the reservations
+  }
+  ++in_use_;
+  e->attach(downstream, conn);
+  return *e;
+}
+
+void ExchangePool::put_back(Exchange& e) noexcept {
+  --in_use_;
+  e.next_free_ = free_;
+  free_ = &e;
+  ++free_count_;
+  trim();
+}
+
+void ExchangePool::trim() noexcept {
+  while (free_ != nullptr && in_use_ + free_count_ > reserved_ + spare_) {
+    Exchange* e = std::exchange(free_, free_->next_free_);
+    --free_count_;
+    delete e;
+  }
+}
+
 const Snapshot& Exchange::snapshot() const noexcept {
   return gen ? *gen->snapshot : reactor_->snapshot();
 }
 
 // -- Routing and the chain ---------------------------------------------------------------------
 
-void Exchange::route(std::string_view path) {
+bool Exchange::take_head(const Ref<ReactorGeneration>& current) {
+  // The request runs on the configuration current now that its head is complete, not on the
+  // one current at its first byte: a head still arriving when that generation was forcibly
+  // retired would otherwise be routed on the retired snapshot (to a pool the reload removed,
+  // or into a queue no retirement will ever empty again).
+  if (gen.get() != current.get()) gen = current;
+  head_request = head.method == HTTP_HEAD;
+  if (const Reason r = http::inspect_request(head, facts); r != Reason::none) {
+    answer(r);
+    return false;
+  }
+  if (!facts.asterisk && !facts.connect && match_path.assign(facts.path) != PathVerdict::ok) {
+    answer(Reason::bad_request);
+    return false;
+  }
+  return true;
+}
+
+void Exchange::route(bool early_data) {
+  const bool has_path = !facts.asterisk && !facts.connect;
+  request = resilience::RequestView{head.method_name,
+                                    head.target,
+                                    has_path ? match_path.view() : std::string_view{},
+                                    facts.host_header,
+                                    facts.connect ? std::string_view{} : facts.authority,
+                                    facts.connect,
+                                    facts.upgrade,
+                                    facts.origin,
+                                    facts.cors_request_method,
+                                    early_data};
   phase = Phase::chain;
   inflight_exempt = -1;  // a new request: its exemption is decided afresh
   const Snapshot& snap = *gen->snapshot;
@@ -83,7 +206,7 @@ void Exchange::route(std::string_view path) {
     return downstream_->answer_options();
   }
   if (facts.connect) return open_connect_tunnel();  // the protocol policy allowed it
-  const Route* route = snap.routes.match(facts.host, path);
+  const Route* route = snap.routes.match(facts.host, request.path);
   if (route == nullptr) return answer(Reason::no_route);
   http::apply_h2c_policy(facts, route->allow_h2c_upgrade);
   up = &snap.upstream(route->upstream);
@@ -121,7 +244,7 @@ void Exchange::answer(const Decision& d) {
 
 void Exchange::park(const Decision& d) {
   phase = Phase::queued;
-  if (!parked_) downstream_->hold();
+  if (!parked_) hold();
   parked_ = true;
   wait.gave_up = Reason::none;
   wait.abandoned = false;
@@ -144,30 +267,29 @@ void Exchange::leave_wait(Reason reason, CancelReason why) {
   wait.stage = nullptr;
   wait_timer_.cancel();
   downstream_->watch_while_waiting(false);
-  Downstream& d = *downstream_;
-  d.hold();
-  if (std::exchange(parked_, false)) d.release();
+  hold();
+  if (std::exchange(parked_, false)) release();
   answer(reason);
-  d.release();
+  release();  // last: it may give the exchange back
 }
 
 // The exchange's reactor, from the poller's inbox.
 void Exchange::on_wait_over() {
   Downstream& ds = *downstream_;
-  ds.hold();  // the parked hold goes now; this one keeps the exchange for the rest
-  if (std::exchange(parked_, false)) ds.release();
+  hold();  // the parked hold goes now; this one keeps the exchange for the rest
+  if (std::exchange(parked_, false)) release();
   const Stage& stage = *std::exchange(wait.stage, nullptr);
   Ticket& ticket = tickets.next(stage);
   const Decision d = stage.resume(*this, ticket, wait.result);
   tickets.commit();
   wait_timer_.cancel();
-  if (ds.gone()) return ds.release();  // the client went away: the stage gave back what came
+  if (ds.gone()) return release();  // the client went away: the stage gave back what came
   ds.watch_while_waiting(false);
   if (reactor_->cutting()) {
     // A slot freed by the shutdown's cut elsewhere: this request is cut with the rest.
     reactor_->count_cut();
     ds.cut(OutcomeSource::floodgate);
-    return ds.release();
+    return release();
   }
   if (const Reason gave_up = std::exchange(wait.gave_up, Reason::none); gave_up != Reason::none) {
     answer(Decision::stop(gave_up, d.answer, d.status));
@@ -176,7 +298,7 @@ void Exchange::on_wait_over() {
   } else {
     run_chain(*wait.chain);  // on, after the stage that waited
   }
-  ds.release();
+  release();  // last: it may give the exchange back
 }
 
 // -- Backend selection, the retry and the hedge --------------------------------------------------
@@ -280,7 +402,7 @@ void Exchange::arm_hedge(const Upstream& pool, const FailurePolicy& policy) {
 
 void Exchange::on_hedge_timer() {
   Downstream& ds = *downstream_;
-  ds.hold();
+  hold();
   Attempt& primary = attempt();
   if (!ds.gone() && phase == Phase::forwarding && up != nullptr && attempts_started() == 1 &&
       primary.live() && !primary.response_started() && !outcome.client_saw_bytes &&
@@ -292,7 +414,7 @@ void Exchange::on_hedge_timer() {
       metrics->hedge(upstream, HedgeResult::sent);
     }
   }
-  ds.release();
+  release();  // last: it may give the exchange back
 }
 
 // Brownout (enforced) is on: no second attempt that would add load (resilience.brownout).
@@ -359,19 +481,19 @@ void Exchange::open_connect_tunnel() {
   boost::system::error_code ec;
   const asio::ip::address address = asio::ip::make_address(host, ec);
   if (!ec) return attempt().start_tunnel({address, port});
-  // The completion holds the downstream (through a shared handle, so that copies of the
+  // The completion holds the exchange (through a shared handle, so that copies of the
   // function never touch its count off this thread) until it runs here.
   struct Held {
-    explicit Held(Downstream& d) : d(d) { d.hold(); }
-    ~Held() { d.release(); }
+    explicit Held(Exchange& e) : e(e) { e.hold(); }
+    ~Held() { e.release(); }
     Held(const Held&) = delete;
     Held& operator=(const Held&) = delete;
-    Downstream& d;
+    Exchange& e;
   };
-  auto held = std::make_shared<Held>(*downstream_);
+  auto held = std::make_shared<Held>(*this);
   const bool queued = reactor_->resolver().resolve(
       std::string(host), port, [this, held](const Resolver::Result& r) {
-        if (held->d.gone()) return;  // the client went away meanwhile
+        if (downstream_->gone()) return;  // the client went away meanwhile
         if (r.error) return answer(Reason::upstream_connect_failed);
         attempt().start_tunnel(r.endpoint);
       });
@@ -392,7 +514,7 @@ void Exchange::abandon() noexcept {
     wait.abandoned = true;
     if (wait.stage->cancel(*this, CancelReason::client_gone)) {
       wait.stage = nullptr;
-      if (std::exchange(parked_, false)) downstream_->release();
+      if (std::exchange(parked_, false)) release();
     }  // else the completion is on its way: the stage gives back what it brings
   }
   end_attempts();
@@ -428,7 +550,7 @@ void Exchange::log() {
     // The client the rate limits' client_ip counted, by the generation the request ran on.
     const Snapshot& snap = snapshot();
     if (const std::optional<IpAddress> forwarded =
-            forwarded_client(peer, snap.server.trusted_proxies, &head)) {
+            forwarded_client(conn->peer, snap.server.trusted_proxies, &head)) {
       r.client = address_text(*forwarded, client);
     }
     r.method = head.method_name;

@@ -221,9 +221,9 @@ class QuotaStage final : public Stage {
     QuotaCall& qc = ex.quota;
     const KeyContext ctx{.head = &ex.head,
                          .request = &ex.request,
-                         .peer = &ex.peer,
-                         .peer_text = ex.peer_text,
-                         .connection_id = ex.connection_id,
+                         .peer = &ex.conn->peer,
+                         .peer_text = ex.conn->peer_text,
+                         .connection_id = ex.conn->connection_id,
                          .trusted_proxies = &quota_->trusted_proxies};
     for (std::size_t i = qc.next; i < policies_.size(); ++i) {
       const QuotaPolicy& p = *policies_[i];

@@ -57,9 +57,9 @@ class RateLimitStage final : public Stage {
     const auto now = ex.started;
     const KeyContext ctx{.head = &ex.head,
                          .request = &ex.request,
-                         .peer = &ex.peer,
-                         .peer_text = ex.peer_text,
-                         .connection_id = ex.connection_id,
+                         .peer = &ex.conn->peer,
+                         .peer_text = ex.conn->peer_text,
+                         .connection_id = ex.conn->connection_id,
                          .trusted_proxies = &limits_->trusted_proxies};
     std::array<RateRule::Held, kMaxRateRules> held{};
     std::array<char, kKeyScratch> scratch{};
@@ -113,11 +113,11 @@ class RateLimitStage final : public Stage {
     if (who.as == Counted::by_route) return route_entry_digest_;
     if (who.as == Counted::by_peer) kind = KeySource::Kind::client_ip;
     if (kind != KeySource::Kind::peer_ip) return resilience::digest_of({tag_of(kind), who.value});
-    if (!ex.peer_digest_known) {
-      ex.peer_digest = resilience::digest_of({tag_of(kind), who.value});
-      ex.peer_digest_known = true;
+    if (!ex.conn->peer_digest_known) {
+      ex.conn->peer_digest = resilience::digest_of({tag_of(kind), who.value});
+      ex.conn->peer_digest_known = true;
     }
-    return ex.peer_digest;
+    return ex.conn->peer_digest;
   }
 
   // What the chain does for a stage in shadow mode (Chain::enforced), for one rule.

@@ -17,6 +17,7 @@
 #include "floodgate/core/log_throttle.h"
 #include "floodgate/net/poller.h"
 #include "floodgate/net/tls.h"
+#include "floodgate/proxy/exchange.h"
 #include "resolver.h"
 
 namespace floodgate::proxy {
@@ -31,6 +32,8 @@ constexpr auto kHousekeeping = std::chrono::seconds(1);
 constexpr unsigned kTrimEvery = 10;
 // Returned buffers a pool keeps for reuse (fewer when server.max_buffers_per_reactor is lower).
 constexpr std::size_t kMaxFreeBuffers = 1024;
+// Exchanges kept for reuse beyond the ones the connections reserve (exchange.h).
+constexpr std::size_t kSpareExchanges = 256;
 // Connections accepted per listener wakeup before the others get their turn.
 constexpr int kAcceptBatch = 64;
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
@@ -66,6 +69,7 @@ Reactor::Reactor(unsigned index, std::shared_ptr<const Snapshot> snapshot, Acces
                         kMaxFreeBuffers, snapshot->server.max_buffers_per_reactor),
       metrics_(kMaxPools),
       quota_links_(std::make_unique<QuotaLinks>(*poller_, wheel_, clock)),
+      exchanges_(std::make_unique<ExchangePool>(*this, kSpareExchanges)),
       heartbeat_(std::make_unique<Heartbeat>()) {
   poller_->set_timers(wheel_);
   std::random_device rd;

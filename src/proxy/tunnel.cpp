@@ -18,15 +18,15 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 void ClientConn::run_tunnel() {
-  ex_.phase = Exchange::Phase::tunnel;
+  ex_->phase = Exchange::Phase::tunnel;
   tunnel_open_ = 2;
-  ex_.outcome.client_saw_bytes = true;
-  arm_client_timer(ex_.gen->snapshot->server.idle_timeout);
+  ex_->outcome.client_saw_bytes = true;
+  arm_client_timer(ex_->gen->snapshot->server.idle_timeout);
   client_writing_ = true;
   client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
     ClientConn& c = ClientConn::from(o);
     c.client_writing_ = false;
-    c.ex_.bytes_out += n;
+    c.count_out(n);
     if (c.closed_) return;
     if (ec) return c.close();
     c.cout_len_ = 0;
@@ -39,7 +39,7 @@ void ClientConn::run_tunnel() {
 // method, target and CONNECT authority from it): the tunnel's bytes go after it.
 void ClientConn::tunnel_client_to_backend() {
   if (closed_) return;
-  net::Stream& backend = ex_.attempt().stream();
+  net::Stream& backend = ex_->attempt().stream();
   if (in_len_ > in_pos_) {  // pending client bytes: forward them first
     backend.write(in_data() + in_pos_, in_len_ - in_pos_,
                   [](net::StreamOwner& o, const error_code& ec, std::size_t) {
@@ -48,7 +48,7 @@ void ClientConn::tunnel_client_to_backend() {
                     if (c.closed_) return;
                     if (ec) return c.close();
                     c.in_pos_ = c.in_len_ = c.parser_.head_end();
-                    c.arm_client_timer(c.ex_.gen->snapshot->server.idle_timeout);
+                    c.arm_client_timer(c.ex_->gen->snapshot->server.idle_timeout);
                     c.tunnel_client_to_backend();
                   });
     return;
@@ -59,11 +59,11 @@ void ClientConn::tunnel_client_to_backend() {
                       ClientConn& c = ClientConn::from(o);
                       if (c.closed_) return;
                       if (ec == asio::error::eof) {
-                        c.ex_.attempt().stream().shutdown_send();
+                        c.ex_->attempt().stream().shutdown_send();
                         return c.tunnel_half_closed();
                       }
                       if (ec) return c.close();
-                      c.ex_.bytes_in += n;
+                      c.count_in(n);
                       c.in_pos_ = c.parser_.head_end();
                       c.in_len_ = c.in_pos_ + n;
                       c.tunnel_client_to_backend();
@@ -72,18 +72,18 @@ void ClientConn::tunnel_client_to_backend() {
 
 void ClientConn::tunnel_backend_to_client() {
   if (closed_) return;
-  Attempt& a = ex_.attempt();
+  Attempt& a = ex_->attempt();
   if (a.in_len() > 0) {
     client_writing_ = true;
     client_.write(a.in_data(), a.in_len(),
                   [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
                     ClientConn& c = ClientConn::from(o);
                     c.client_writing_ = false;
-                    c.ex_.bytes_out += n;
+                    c.count_out(n);
                     if (c.closed_) return;
                     if (ec) return c.close();
-                    c.ex_.attempt().set_in_len(0);
-                    c.arm_client_timer(c.ex_.gen->snapshot->server.idle_timeout);
+                    c.ex_->attempt().set_in_len(0);
+                    c.arm_client_timer(c.ex_->gen->snapshot->server.idle_timeout);
                     c.tunnel_backend_to_client();
                   });
     return;
@@ -105,7 +105,7 @@ void ClientConn::tunnel_backend_to_client() {
 
 void ClientConn::tunnel_half_closed() {
   if (--tunnel_open_ > 0) return;
-  ex_.attempt().end(false);
+  ex_->attempt().end(false);
   finish_request(true);
 }
 

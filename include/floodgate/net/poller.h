@@ -168,6 +168,10 @@ class Poller {
 
   // Runs the loop on the calling thread until stop().
   void run();
+  // Runs one turn of the loop on the calling thread, blocking for the kernel at most
+  // `max_wait` (a test drives a loop turn by turn, without a thread of its own). The thread
+  // must be the one that runs the loop every time.
+  void run_once(std::chrono::nanoseconds max_wait);
   // Ends run() after the current turn (reactor thread).
   void stop();
   // Makes run() look at the io_context now (any thread): call after posting to it. The loop
@@ -218,8 +222,12 @@ class Poller {
     PollTarget* tail_ = nullptr;
   };
 
-  void run_epoll();
-  void run_uring();
+  // One turn of the loop; `cap` bounds its wait for the kernel (nullopt: the timers alone do).
+  void epoll_turn(std::optional<std::chrono::nanoseconds> cap);
+  void uring_turn(std::optional<std::chrono::nanoseconds> cap);
+  std::optional<std::chrono::nanoseconds> turn_wait(
+      std::optional<std::chrono::nanoseconds> cap) const;
+  void enable_ring();
   void dispatch(int n);
   void run_ready();
   void run_heavy();
@@ -258,8 +266,9 @@ class Poller {
   std::vector<std::unique_ptr<Slot[]>> slot_blocks_;
   Slot* free_slots_ = nullptr;
   std::string fallback_reason_;
-  int removals_ = 0;        // POLL_REMOVE requests the kernel has not answered yet
-  bool ring_done_ = false;  // the loop and its last removals are over: no more submissions
+  int removals_ = 0;           // POLL_REMOVE requests the kernel has not answered yet
+  bool ring_done_ = false;     // the loop and its last removals are over: no more submissions
+  bool ring_enabled_ = false;  // the thread that first ran the loop became its single issuer
   // A Treiber stack of RemoteTasks, newest first: senders push with a compare-and-swap, the
   // reactor takes the whole stack with one exchange (so no ABA) and runs it reversed.
   std::atomic<RemoteTask*> inbox_{nullptr};

@@ -16,8 +16,11 @@
 // An exchange embeds two attempts, so a retry or a hedge allocates nothing: the first goes to
 // the backend selection chose, the second is a retry after it failed or a hedge beside it.
 //
-// Thread-safety: reactor thread only. Lifetime: its downstream owns it and keeps it while
-// anything of it is pending (Downstream::hold).
+// Thread-safety: reactor thread only. Lifetime: exchanges come from their reactor's pool
+// (ExchangePool, below): a downstream takes one for a request (attach) and lets go of it once
+// the request is over (detach); the exchange goes back to the pool when nothing of it is
+// pending any more (hold/release: a completion, a timer's work, a resolution). While it is
+// held it holds its downstream too.
 #pragma once
 
 #include <array>
@@ -44,12 +47,14 @@
 #include "floodgate/resilience/identity_digest.h"
 #include "floodgate/resilience/inflight.h"
 #include "floodgate/resilience/request_view.h"
+#include "floodgate/routing/match_path.h"
 #include "floodgate/upstream/admission.h"
 
 namespace floodgate::proxy {
 
 class Chain;
 class Downstream;
+class ExchangePool;
 class Reactor;
 struct Upstream;
 struct FailurePolicy;
@@ -104,6 +109,18 @@ struct Wait final : net::RemoteTask {
   static void pool_decided(void* wait, AdmitStatus status) noexcept {
     static_cast<Wait*>(wait)->complete(static_cast<uint32_t>(status));
   }
+};
+
+// What the stages' keys (request_key.h) and the access log know of the connection a request
+// came on: the downstream connection owns it, and every exchange it runs points to it.
+struct ConnectionFacts {
+  IpAddress peer{};
+  std::string_view peer_text;  // the peer's address as the access log writes it
+  uint64_t connection_id = 0;  // unique in the process (cid)
+  // The SHA-256 identity of peer_ip (a client rule's default key), worked out by the first
+  // request of the connection that needs it: every later one reuses it.
+  resilience::Digest peer_digest{};
+  bool peer_digest_known = false;
 };
 
 class Exchange final : public WaitOwner {
@@ -165,15 +182,11 @@ class Exchange final : public WaitOwner {
   // -- The request's head (request_head.h), whatever protocol brought it: complete() once the
   // head is parsed. Its views stay valid until the exchange ends.
   http::RequestHead head;
-  // -- Who sends it, for the rate limits' key sources (request_key.h): the connection's, set
-  // once when it is accepted.
-  IpAddress peer{};
-  std::string_view peer_text;  // the peer's address as the access log writes it
-  uint64_t connection_id = 0;  // unique in the process (cid)
-  // The SHA-256 identity of peer_ip (a client rule's default key), worked out by the first
-  // request of the connection that needs it: every later one reuses it.
-  resilience::Digest peer_digest{};
-  bool peer_digest_known = false;
+  // The normalised path routes match (request.path views it; unused for OPTIONS * and
+  // CONNECT), worked out by take_head.
+  MatchPath match_path;
+  // -- Who sends it, for the rate limits' key sources (request_key.h): its connection's.
+  ConnectionFacts* conn = nullptr;
 
   // -- How the exchange ended, set where it is decided (core/outcome.h).
   Outcome outcome;
@@ -188,17 +201,28 @@ class Exchange final : public WaitOwner {
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
-  // Binds the exchange to its reactor and its downstream, once, before its first request.
-  void bind(Reactor& reactor, Downstream& downstream) noexcept;
+  // Binds the exchange to its reactor, once (its pool does).
+  void bind(Reactor& reactor, ExchangePool* pool) noexcept;
+  // A downstream takes the exchange for its next request (ExchangePool::acquire), and lets go
+  // of it when the request is over: it goes back to its pool once nothing of it is pending.
+  void attach(Downstream& downstream, ConnectionFacts& conn) noexcept;
+  void detach() noexcept;
+  // Keeps the exchange, and its downstream, while a completion, a timer's work or a resolution
+  // is on its way to it.
+  void hold() noexcept;
+  void release() noexcept;
   Reactor& reactor() const noexcept { return *reactor_; }
   // The generation the request runs on, or the reactor's current one when none is pinned.
   const Snapshot& snapshot() const noexcept;
   Downstream& downstream() const noexcept { return *downstream_; }
 
   // -- Running the request (exchange.cpp).
-  // The head is in: the front of the chain, routing, the route's chain, then a backend.
-  // `path`: what routes match (the normalised path; empty for OPTIONS * and CONNECT).
-  void route(std::string_view path);
+  // `head` is in: the request moves to the generation `current` now, and its facts and the
+  // path routes match are worked out. False when the head is refused (answered already).
+  bool take_head(const Ref<ReactorGeneration>& current);
+  // Then the request view the stages read (`early_data`: the head came in TLS 0-RTT data),
+  // the front of the chain, routing, the route's chain and a backend.
+  void route(bool early_data);
   // floodgate answers the request itself: the outcome is decided, then the downstream writes
   // the answer (its prebuilt bytes, or one built now).
   void answer(const Decision& d);
@@ -344,12 +368,62 @@ class Exchange final : public WaitOwner {
   // Turns the request away for a pool reason (kPoolRejections): frees its pool slot at once.
   void reject(Reason reason);
 
+  friend class ExchangePool;
+  // Back to the pool: nothing of the exchange is pending and its downstream let go.
+  void recycle() noexcept;
+
   Reactor* reactor_ = nullptr;
+  ExchangePool* pool_ = nullptr;
   Downstream* downstream_ = nullptr;
+  Exchange* next_free_ = nullptr;  // the pool's free list
+  uint32_t holds_ = 0;             // hold() without its release()
+  bool attached_ = false;          // a downstream has it (attach .. detach)
   TimerWheel::Entry wait_timer_;   // the wait's deadline (the pool's pending_timeout)
   TimerWheel::Entry hedge_timer_;  // hedging.delay after the first attempt started
   // Holds the downstream (and so the exchange) while it waits for a stage.
   bool parked_ = false;
+};
+
+// A reactor's exchanges: a downstream takes one for each request in progress (an HTTP/1.1
+// connection one at a time, an HTTP/2 connection one per stream), and an exchange comes back
+// once its request is over and nothing of it is pending. The pool never allocates on the
+// request path in steady state: a downstream reserves what it may need at once when it is
+// made (an HTTP/1.1 connection one exchange, made then if none is free), and returned
+// exchanges are kept for reuse, the reserved ones and up to `spare` more; beyond that they
+// are freed.
+//
+// Thread-safety: reactor thread only. Lifetime: outlives every exchange taken from it.
+class ExchangePool {
+ public:
+  ExchangePool(Reactor& reactor, std::size_t spare) noexcept : reactor_(reactor), spare_(spare) {}
+  ~ExchangePool();
+  ExchangePool(const ExchangePool&) = delete;
+  ExchangePool& operator=(const ExchangePool&) = delete;
+
+  // A downstream may hold `n` more exchanges at once: the pool makes them now if it has not
+  // enough, and keeps them. unreserve() gives the reservation back.
+  void reserve(std::size_t n);
+  void unreserve(std::size_t n) noexcept;
+  // An exchange for `downstream`'s next request on the connection `conn` describes (made now
+  // only beyond the reservations).
+  Exchange& acquire(Downstream& downstream, ConnectionFacts& conn);
+  // Exchanges taken and not back yet, and free ones kept for reuse.
+  std::size_t in_use() const noexcept { return in_use_; }
+  std::size_t kept() const noexcept { return free_count_; }
+
+ private:
+  friend class Exchange;
+  void put_back(Exchange& e) noexcept;
+  Exchange* make();
+  // Frees kept exchanges beyond the reservations and the spare ones.
+  void trim() noexcept;
+
+  Reactor& reactor_;
+  const std::size_t spare_;
+  Exchange* free_ = nullptr;
+  std::size_t free_count_ = 0;
+  std::size_t in_use_ = 0;
+  std::size_t reserved_ = 0;
 };
 
 }  // namespace floodgate::proxy

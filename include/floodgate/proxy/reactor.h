@@ -38,6 +38,7 @@ using net::Poller;
 
 class ClientConn;
 class BackendConn;
+class ExchangePool;
 class Resolver;
 
 // A generation as one reactor holds it. A request pins the one it started on (a Ref; the
@@ -135,6 +136,8 @@ class Reactor {
   std::size_t request_data() const { return layout_.request_data; }
   TimerWheel& wheel() { return wheel_; }
   BufferPool& request_buffers() { return request_buffers_; }
+  // The exchanges of this reactor's requests in progress (exchange.h).
+  ExchangePool& exchanges() { return *exchanges_; }
   BufferPool& response_buffers() { return response_buffers_; }
   ReactorMetrics& metrics() { return metrics_; }
   // Names of CONNECT targets, resolved off this reactor (resolver.h).
@@ -221,7 +224,9 @@ class Reactor {
   std::atomic<bool> cutting_{false};       // begin_cut()
   std::atomic<bool> finished_{false};
   std::unique_ptr<QuotaLinks> quota_links_;  // after the poller and the wheel it uses
-  std::unique_ptr<Resolver> resolver_;       // made on first use; posts into io_, so it ends first
+  // After everything an exchange's parts use (the wheel, the buffers, the quota's links).
+  std::unique_ptr<ExchangePool> exchanges_;
+  std::unique_ptr<Resolver> resolver_;  // made on first use; posts into io_, so it ends first
   // The watchdog's ping. It outlives the loop: a ping sent after the loop ended is never run.
   std::unique_ptr<Heartbeat> heartbeat_;
   std::thread thread_;

@@ -91,8 +91,10 @@ class QuotaStageTest : public ::testing::Test {
     ex->head = parser->request_head();
     ex->up = &ups[up];
     ex->request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
-    ex->peer = IpAddress::parse(peer).value_or(IpAddress{});
-    ex->peer_text = peer;
+    conn = std::make_unique<ConnectionFacts>();  // each request on a connection of its own
+    conn->peer = IpAddress::parse(peer).value_or(IpAddress{});
+    conn->peer_text = peer;
+    ex->conn = conn.get();
     return chains[up].run(*ex, metrics);
   }
 
@@ -111,6 +113,7 @@ class QuotaStageTest : public ::testing::Test {
   std::unique_ptr<http::HeaderField[]> fields_ =
       std::make_unique<http::HeaderField[]>(http::HeadLimits{}.max_headers);
   std::unique_ptr<http::Parser> parser;
+  std::unique_ptr<ConnectionFacts> conn;
   std::unique_ptr<Exchange> ex;
 };
 
@@ -267,6 +270,9 @@ TEST_F(QuotaStageTest, CheckingAKnownIdentityAllocatesNothing) {
   steady.head = parser->request_head();
   steady.up = &ups[0];
   steady.request = {.method = "GET", .target = "/x", .path = "/x", .host = "example.com"};
+  ConnectionFacts steady_conn{.peer = IpAddress::parse("192.0.2.1").value_or(IpAddress{}),
+                              .peer_text = "192.0.2.1"};
+  steady.conn = &steady_conn;
   count_heap_allocations_on_this_thread();
   const uint64_t before = counted_heap_allocations();
   for (int i = 0; i < 100; ++i) {
