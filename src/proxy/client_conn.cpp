@@ -165,7 +165,6 @@ void ClientConn::begin_request() {
   plan_ = {};
   if (ex_ == nullptr) ex_ = &reactor_.exchanges().acquire(*this, facts_);
   ex_->begin(reactor_.current(), reactor_.poller().clock().now(), in_len_);
-  for (Attempt& a : ex_->attempts) a.reset();
 }
 
 void ClientConn::parse_head() {

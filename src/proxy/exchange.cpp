@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <cassert>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,6 +91,7 @@ void Exchange::recycle() noexcept {
 }
 
 ExchangePool::~ExchangePool() {
+  assert(in_use_ == 0 && "every downstream gave its exchanges back");
   while (Exchange* e = free_) {
     free_ = e->next_free_;
     delete e;
@@ -103,13 +105,13 @@ Exchange* ExchangePool::make() {
 }
 
 void ExchangePool::reserve(std::size_t n) {
-  reserved_ += n;
-  while (in_use_ + free_count_ < reserved_) {
-    Exchange* e = make();
+  while (in_use_ + free_count_ < reserved_ + n) {
+    Exchange* e = make();  // may throw: nothing is reserved then
     e->next_free_ = free_;
     free_ = e;
     ++free_count_;
   }
+  reserved_ += n;
 }
 
 void ExchangePool::unreserve(std::size_t n) noexcept {
@@ -130,12 +132,12 @@ Exchange& ExchangePool::acquire(Downstream& downstream, ConnectionFacts& conn) {
   return *e;
 }
 
+// Never frees: the exchange's own code may still be on the stack (its release()).
 void ExchangePool::put_back(Exchange& e) noexcept {
   --in_use_;
   e.next_free_ = free_;
   free_ = &e;
   ++free_count_;
-  trim();
 }
 
 void ExchangePool::trim() noexcept {

@@ -306,6 +306,7 @@ void Reactor::housekeep(bool trim) {
   };
   refresh(request_buffers_, BufferPoolKind::request);
   refresh(response_buffers_, BufferPoolKind::response);
+  exchanges_->trim();  // what a burst of HTTP/2 streams left beyond the spare ones
   // The quota's Redis link: connected before the first request needs it, and an old backend's
   // dropped once no request uses it.
   const Quota* quota = current_->snapshot->quota.get();

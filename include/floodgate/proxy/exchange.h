@@ -310,6 +310,7 @@ class Exchange final : public WaitOwner {
     quota.next = 0;
     hedge_settled = false;
     outcome = Outcome{};
+    for (Attempt& a : attempts) a.reset();
   }
 
   // Gives back what admitted the request, once the backend's part is over (its response read
@@ -390,7 +391,7 @@ class Exchange final : public WaitOwner {
 // request path in steady state: a downstream reserves what it may need at once when it is
 // made (an HTTP/1.1 connection one exchange, made then if none is free), and returned
 // exchanges are kept for reuse, the reserved ones and up to `spare` more; beyond that they
-// are freed.
+// are freed when a reservation ends or at the reactor's housekeeping.
 //
 // Thread-safety: reactor thread only. Lifetime: outlives every exchange taken from it.
 class ExchangePool {
@@ -407,6 +408,9 @@ class ExchangePool {
   // An exchange for `downstream`'s next request on the connection `conn` describes (made now
   // only beyond the reservations).
   Exchange& acquire(Downstream& downstream, ConnectionFacts& conn);
+  // Frees kept exchanges beyond the reservations and the spare ones (unreserve, and the
+  // reactor's housekeeping: never while an exchange's code runs).
+  void trim() noexcept;
   // Exchanges taken and not back yet, and free ones kept for reuse.
   std::size_t in_use() const noexcept { return in_use_; }
   std::size_t kept() const noexcept { return free_count_; }
@@ -415,8 +419,6 @@ class ExchangePool {
   friend class Exchange;
   void put_back(Exchange& e) noexcept;
   Exchange* make();
-  // Frees kept exchanges beyond the reservations and the spare ones.
-  void trim() noexcept;
 
   Reactor& reactor_;
   const std::size_t spare_;
