@@ -23,36 +23,14 @@ namespace floodgate::proxy {
 namespace asio = boost::asio;
 using boost::system::error_code;
 
+Ref<ClientConnection> ClientConnection::accept(Reactor& reactor, int fd, const sockaddr* peer,
+                                               const net::TlsListener* tls) {
+  return Ref<ClientConnection>(new ClientConn(reactor, fd, peer, tls));
+}
+
 ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls)
-    : reactor_(reactor),
-      client_(reactor.poller(), *this),
-      tls_listener_(tls),
-      client_timer_([](void* c) { static_cast<ClientConn*>(c)->on_client_timeout(); }, this) {
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  // What a slow reader costs the kernel is bounded too: without it the kernel grows a client's
-  // send buffer to megabytes that floodgate fills (copying from the backend) for a client that
-  // takes a few kilobytes a second.
-  if (const uint32_t unsent = reactor.snapshot().server.max_unsent_bytes; unsent > 0) {
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof(unsent));
-  }
-  const void* addr = nullptr;
-  if (peer->sa_family == AF_INET) {
-    addr = &reinterpret_cast<const sockaddr_in*>(peer)->sin_addr;
-  } else if (peer->sa_family == AF_INET6) {
-    addr = &reinterpret_cast<const sockaddr_in6*>(peer)->sin6_addr;
-  }
-  if (addr != nullptr && ::inet_ntop(peer->sa_family, addr, client_ip_, sizeof(client_ip_))) {
-    client_ip_len_ = static_cast<uint8_t>(std::strlen(client_ip_));
-  }
-  facts_.peer = IpAddress::of(peer).value_or(IpAddress{});
-  facts_.peer_text = client_ip();
-  facts_.connection_id = reactor.next_connection_id();
-  adopt_error_ = client_.adopt(fd);
+    : ClientConnection(reactor, fd, peer, tls) {
   reactor_.exchanges().reserve(1);  // its requests' exchange, one at a time
-  reactor_.add_client(*this);
-  reactor_.metrics().client_connections.add(1);
-  reactor_.metrics().accepted_connections.add();
 }
 
 ClientConn::~ClientConn() {
@@ -60,8 +38,6 @@ ClientConn::~ClientConn() {
   if (ex_ != nullptr) std::exchange(ex_, nullptr)->detach();
   reactor_.exchanges().unreserve(1);
   release_buffers();
-  reactor_.metrics().client_connections.add(-1);
-  reactor_.remove_client(*this);
 }
 
 char* ClientConn::in_data() const {
@@ -83,29 +59,6 @@ void ClientConn::release_buffers() {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   reactor_.response_buffers().release(std::exchange(cout_, nullptr));
   in_len_ = in_pos_ = cout_len_ = cout_sent_ = early_end_ = 0;
-}
-
-void ClientConn::start() {
-  self_ = Ref<ClientConn>(this);
-  if (adopt_error_ != 0) return close();  // the poller could not take the socket
-  // Until its first request head is complete the connection is an opening one: bounded in
-  // number (the oldest makes room), and given handshake_timeout for its handshake (TLS) or its
-  // first byte (plain), then closed without an answer. It holds no slot of any cap: a TLS
-  // handshake takes one when its ClientHello is complete (on_tls_hello).
-  reactor_.opening_begin(*this);
-  if (tls_listener_ != nullptr) {
-    // The first read runs the handshake, then reads the first head.
-    auto session = std::make_unique<net::TlsSession>(reactor_.snapshot().tls,
-                                                     *std::exchange(tls_listener_, nullptr));
-    if (!session->ok()) return close();  // OpenSSL is out of memory
-    client_.start_tls(std::move(session));
-  }
-  arm_client_timer(reactor_.snapshot().server.handshake_timeout);
-  do_client_read();
-}
-
-void ClientConn::arm_client_timer(std::chrono::milliseconds d) {
-  reactor_.wheel().schedule(client_timer_, reactor_.now() + d);
 }
 
 void ClientConn::do_client_read() {
@@ -153,7 +106,7 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
 void ClientConn::start_request() {
   begin_request();
   const Snapshot& snap = *ex_->gen->snapshot;
-  arm_client_timer(snap.server.header_timeout);
+  arm_timer(snap.server.header_timeout);
   parser_.begin(in_data(), in_fields(), snap.limits);
 }
 
@@ -381,7 +334,7 @@ void ClientConn::pump_request_body(Attempt& a) {
   }
   // Everything buffered is forwarded: read more body, reusing the space after the head.
   in_len_ = in_pos_ = parser_.head_end();
-  arm_client_timer(server.idle_timeout);
+  arm_timer(server.idle_timeout);
   do_client_read();
 }
 
@@ -470,7 +423,7 @@ void ClientConn::finish_request(bool close_client) {
   }
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   in_len_ = in_pos_ = early_end_ = 0;
-  arm_client_timer(reactor_.snapshot().server.idle_timeout);
+  arm_timer(reactor_.snapshot().server.idle_timeout);
   do_client_read();
 }
 
@@ -489,91 +442,13 @@ void ClientConn::linger_close() {
   do_client_read();
 }
 
-// A handshake costs far more CPU than a request: from its complete ClientHello (before the
-// signature and the key exchange) to its end it holds a slot of the front in-flight cap, so a
-// flood of new TLS connections cannot take the CPU admitted requests need. A connection that
-// sends nothing, or only part of a ClientHello, costs no CPU and holds no slot (its bound is
-// the opening connections'). At the cap the handshake ends with an internal_error alert (it
-// cannot be answered with an HTTP status before TLS); in shadow mode it goes on and the
-// would-be refusal is counted.
-bool ClientConn::on_tls_hello() noexcept {
-  return admit_handshake();
+void ClientConn::on_handshake_done() {
+  // The first head has header_timeout from the handshake's end (and again from its first
+  // byte, start_request).
+  if (phase_ == Phase::idle) arm_timer(reactor_.snapshot().server.header_timeout);
 }
 
-// nginx answers "400 The plain HTTP request was sent to HTTPS port"; floodgate answers its
-// plain_http_to_tls 400 (prebuilt), counted like every generated answer, then closes.
-std::string_view ClientConn::tls_plain_http_answer() noexcept {
-  reactor_.metrics().generated(Reason::plain_http_to_tls);
-  return http::generated_response(Reason::plain_http_to_tls, true);
-}
-
-bool ClientConn::admit_handshake() noexcept {
-  const Snapshot& snap = reactor_.snapshot();
-  if (snap.max_inflight == 0) return true;
-  handshake_permit_ = snap.front_state->inflight.try_enter();
-  if (handshake_permit_) return true;
-  if (snap.inflight_shadow) {
-    reactor_.metrics().shadow_rejected(StageId::inflight, Reason::inflight_cap);
-    return true;
-  }
-  reactor_.metrics().tls_handshake(TlsHandshakeResult::refused, kTlsVersionUnknown);
-  return false;
-}
-
-void ClientConn::on_tls_handshake(Handshake result) noexcept {
-  handshake_permit_.release();
-  const net::TlsSession& tls = *client_.tls();
-  if (tls.hello == net::TlsSession::Hello::refused) return;  // counted as refused already
-  if (result == Handshake::ok && phase_ == Phase::idle && !closed_) {
-    // The first head has header_timeout from the handshake's end (and again from its first
-    // byte, start_request).
-    arm_client_timer(reactor_.snapshot().server.header_timeout);
-  }
-  const std::size_t v = tls_version_index(tls.version_label());
-  TlsHandshakeResult r = TlsHandshakeResult::ok;
-  if (result == Handshake::failed) r = TlsHandshakeResult::failed;
-  if (result == Handshake::closed) r = TlsHandshakeResult::closed;
-  reactor_.metrics().tls_handshake(r, v);
-  if (result == Handshake::ok) {
-    reactor_.metrics().tls_handshake_done(reactor_.poller().clock().now() - tls.started,
-                                          tls.facts().resumed);
-  }
-}
-
-// send_timeout is checked four times per period: the kernel says when it takes bytes of a
-// write (Stream::last_sent_at), and how much it still holds for the client (unsent_bytes),
-// which shrinks as the client reads even while the socket is too full to take more. The
-// connection is closed between send_timeout and 1.25 x send_timeout after the last progress.
-void ClientConn::arm_send_timer() {
-  send_since_ = reactor_.now();
-  send_unsent_ = kUnsentUnknown;
-  const std::chrono::milliseconds timeout = request_snapshot().server.send_timeout;
-  arm_client_timer(std::clamp(timeout / 4, std::chrono::milliseconds(1), kClientPacedAfter));
-}
-
-bool ClientConn::send_progressing() {
-  const auto now = reactor_.now();
-  const std::size_t unsent = client_.unsent_bytes();
-  if (send_unsent_ != kUnsentUnknown && unsent < send_unsent_) send_since_ = now;
-  send_unsent_ = unsent;
-  const auto since = std::max(send_since_, client_.last_sent_at());
-  const std::chrono::milliseconds timeout = request_snapshot().server.send_timeout;
-  if (now - since >= timeout) {
-    reactor_.metrics().send_timeouts.add();
-    return false;
-  }
-  const auto check = now + std::max(timeout / 4, std::chrono::milliseconds(1));
-  reactor_.wheel().schedule(client_timer_, std::min(since + timeout, check));
-  return true;
-}
-
-void ClientConn::on_client_timeout() {
-  Ref<ClientConn> keep(this);
-  if (const net::TlsSession* tls = client_.tls(); tls != nullptr && !tls->handshake_reported) {
-    // The handshake did not finish within header_timeout: closed, never answered in plain text.
-    reactor_.metrics().tls_handshake(TlsHandshakeResult::timeout, kTlsVersionUnknown);
-    return close();
-  }
+void ClientConn::on_timer() {
   switch (phase_) {
     case Phase::idle:  // nothing sent yet, or between keep-alive requests: close silently
       return close();
@@ -640,15 +515,12 @@ void ClientConn::close() {
     ex_->log();  // cut short: logged with the status it had (0 = no response was sent)
   }
   phase_ = Phase::closing;
-  client_timer_.cancel();
-  handshake_permit_.release();
-  reactor_.opening_end(*this);
+  begin_close();
   // A wait given up, the attempts ended, what it holds settled; the exchange stays with the
   // connection until nothing is pending (the destructor gives it back).
   if (ex_ != nullptr) ex_->abandon();
-  client_.close();
-  const Ref<ClientConn> last = std::move(self_);  // may be the last reference: nothing follows
   // Buffers go back to the pool when the last pending completion releases the connection.
+  finish_close();  // may be the last reference: nothing follows
 }
 
 }  // namespace floodgate::proxy

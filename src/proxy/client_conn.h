@@ -20,8 +20,10 @@
 // Concurrency: the request body is pumped client -> backend while the response is read
 // backend -> client, so a backend may answer before it has read the whole body.
 //
-// Thread-safety: reactor thread only. Lifetime: reference-counted; an open connection holds
-// itself, and whoever runs its code (a completion, a timer, the poller) holds a Ref meanwhile.
+// What any client connection shares (the socket, TLS, the opening bound, the timer, the
+// send_timeout check) is its base, ClientConnection (client_connection.h).
+//
+// Thread-safety: reactor thread only. Lifetime: reference-counted (ClientConnection).
 #pragma once
 
 #include <sys/socket.h>
@@ -30,46 +32,32 @@
 #include <cstdint>
 #include <string_view>
 
+#include "client_connection.h"
 #include "floodgate/core/outcome.h"
-#include "floodgate/core/ref.h"
-#include "floodgate/core/timer_wheel.h"
 #include "floodgate/http/parser.h"
 #include "floodgate/http/rewrite.h"
-#include "floodgate/net/stream.h"
 #include "floodgate/proxy/downstream.h"
 #include "floodgate/proxy/exchange.h"
 #include "floodgate/proxy/reactor.h"
-#include "floodgate/upstream/admission.h"
 
 namespace floodgate::proxy {
 
-class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner, public Downstream {
+class ClientConn final : public ClientConnection, public Downstream {
  public:
-  // Takes the accepted socket `fd`; `peer` is the client's address. `tls`: the listener speaks
-  // TLS with these certificates (of the reactor's current generation), else nullptr.
-  ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls = nullptr);
-  ~ClientConn();
+  ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls);
+  ~ClientConn() override;
 
-  void start();
-  // Drain: close now if no request is in progress, else after the current response.
-  void drain();
-  // Shutdown deadline: close now. Returns true when a request was cut.
-  bool force_close();
-  // Generation `retired` is being forced out (server.retirement_grace passed) and `current`
-  // serves: a request still on `retired` whose pool `current` no longer has is ended.
-  void on_generation_retired(uint64_t retired, const Snapshot& current);
+  void drain() override;
+  bool force_close() override;
+  void on_generation_retired(uint64_t retired, const Snapshot& current) override;
 
-  // net::StreamOwner: the client stream's completions.
-  void on_tls_handshake(Handshake result) noexcept override;
-  bool on_tls_hello() noexcept override;
-  std::string_view tls_plain_http_answer() noexcept override;
   static ClientConn& from(net::StreamOwner& owner) { return static_cast<ClientConn&>(owner); }
 
-  // Downstream (downstream.h), and net::StreamOwner's hold/release.
+  // Downstream (downstream.h).
   void hold() noexcept override { add_ref(); }
   void release() noexcept override { release_ref(); }
   bool gone() const noexcept override { return closed_; }
-  std::string_view client_ip() const noexcept override { return {client_ip_, client_ip_len_}; }
+  std::string_view client_ip() const noexcept override { return peer_ip(); }
   const net::TlsSession* tls() const noexcept override { return client_.tls(); }
   void respond(const Decision& d) override;
   void answer_options() override;
@@ -88,16 +76,6 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void discard_response() noexcept override { cout_len_ = cout_sent_ = 0; }
   void response_done() override;
   void run_tunnel() override;
-
-  // Reactor's intrusive connection list.
-  ClientConn* list_prev = nullptr;
-  ClientConn* list_next = nullptr;
-  // Reactor's list of opening connections (Reactor::opening_begin), while `opening`.
-  ClientConn* opening_prev = nullptr;
-  ClientConn* opening_next = nullptr;
-  bool opening = false;
-  // Closes the connection (the reactor makes room for a newer opening one).
-  void evict() { close(); }
 
  private:
   // The connection's phases; while `exchange`, the exchange's own phase says where it is.
@@ -119,17 +97,19 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   void on_generated_written(const boost::system::error_code& ec, bool close);
   void on_client_written(const boost::system::error_code& ec, std::size_t n);
   void finish_request(bool close_client);
-  void close();
+  // ClientConnection.
+  void begin() override { do_client_read(); }
+  void close() override;
+  void on_timer() override;
+  void on_handshake_done() override;
   void linger_close();
-  bool admit_handshake() noexcept;  // the front in-flight cap, for a TLS handshake
-  void on_client_timeout();
-  void arm_client_timer(std::chrono::milliseconds d);
-  // A write to the client begins: server.send_timeout runs from now, and from each byte the
-  // client takes.
-  void arm_send_timer();
-  // The client timer fired while a write is pending: true (the timer re-armed) when the client
-  // took a byte within send_timeout; false when it took nothing for that long.
-  bool send_progressing();
+  // server.send_timeout of the request's generation (send_progressing's checks).
+  void arm_send_timer() {
+    ClientConnection::arm_send_timer(request_snapshot().server.send_timeout);
+  }
+  bool send_progressing() {
+    return ClientConnection::send_progressing(request_snapshot().server.send_timeout);
+  }
   // The generation of the request in progress (a reload does not change its timeouts), or the
   // reactor's current one between requests.
   const Snapshot& request_snapshot() const noexcept {
@@ -163,53 +143,15 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   http::HeaderField* in_fields() const { return reinterpret_cast<http::HeaderField*>(in_); }
   void release_buffers();
 
-  // The client socket; its completions come to this connection.
-  class ClientStream final : public net::Stream {
-   public:
-    ClientStream(Poller& poller, ClientConn& conn) : Stream(poller), conn_(conn) {}
-    ~ClientStream() = default;
-    void hold() override { conn_.add_ref(); }
-    void release() override { conn_.release_ref(); }
-
-   private:
-    net::StreamOwner* stream_owner() override { return &conn_; }
-    ClientConn& conn_;
-  };
-
-  Reactor& reactor_;
-  ClientStream client_;
-  const net::TlsListener* tls_listener_ = nullptr;  // until start() makes the session
-  // A slot of the front in-flight cap held by the TLS handshake, from its complete ClientHello
-  // (when the costly steps start) to its end.
-  Permit handshake_permit_;
-  // An open connection holds itself: no pending operation holds a reference (stream.h).
-  // close() lets go.
-  Ref<ClientConn> self_;
-  int adopt_error_ = 0;  // the poller refused the socket (errno)
   http::Parser parser_{http::Parser::Kind::request};
-  // header_timeout, idle_timeout, send_timeout, the tunnel's idle_timeout, the linger.
-  TimerWheel::Entry client_timer_;
-  // The pending client write: when it began or last made progress, and what the kernel still
-  // held for the client at the last check (send_progressing).
-  static constexpr std::size_t kUnsentUnknown = ~std::size_t{0};
-  // A response write pending this long makes the exchange client-paced: what the stages
-  // admitted it with goes back (Exchange::release_tickets). Also send_timeout's first check.
-  static constexpr std::chrono::milliseconds kClientPacedAfter{1000};
-  std::chrono::steady_clock::time_point send_since_{};
-  std::size_t send_unsent_ = kUnsentUnknown;
   // How the response in progress travels to the client (plan_response), from its head on.
   http::ResponsePlan plan_;
   Phase phase_ = Phase::idle;
   bool read_into_landing_ = false;  // the pending client read goes to landing_
   bool generated_close_ = false;    // close after the generated response being written
   bool client_writing_ = false;
-  bool closed_ = false;
   bool lingering_ = false;
   int tunnel_open_ = 0;  // directions of a tunnel still open
-
-  // Client address, formatted once at accept.
-  char client_ip_[48] = {};
-  uint8_t client_ip_len_ = 0;
 
   // Where an idle connection's next bytes land, so that it holds no pooled buffer.
   char landing_[1024];
@@ -225,8 +167,6 @@ class ClientConn final : public RefCounted<ClientConn>, public net::StreamOwner,
   std::size_t cout_len_ = 0;
   std::size_t cout_sent_ = 0;  // of cout_len_, the bytes handed to a write (done or pending)
 
-  // What the stages and the access log know of this connection (every exchange points to it).
-  ConnectionFacts facts_;
   // The request in progress (from its first byte to its end), nullptr between requests.
   Exchange* ex_ = nullptr;
 };

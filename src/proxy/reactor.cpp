@@ -12,7 +12,7 @@
 #include <system_error>
 
 #include "backend_conn.h"
-#include "client_conn.h"
+#include "client_connection.h"
 #include "floodgate/core/heap_count.h"
 #include "floodgate/core/log_throttle.h"
 #include "floodgate/net/poller.h"
@@ -139,9 +139,9 @@ void Reactor::close_idle_connections(const Snapshot* keep) {
 
 void Reactor::retire(uint64_t generation) {
   post([this, generation] {
-    for (ClientConn* s = clients_; s != nullptr;) {
-      Ref<ClientConn> keep(s);
-      ClientConn* next = s->list_next;
+    for (ClientConnection* s = clients_; s != nullptr;) {
+      Ref<ClientConnection> keep(s);
+      ClientConnection* next = s->list_next;
       s->on_generation_retired(generation, *current_->snapshot);
       s = next;
     }
@@ -216,9 +216,8 @@ class Reactor::Listener final : public net::PollTarget {
         return back_off(errno);
       }
       if (failing_) recovered();
-      Ref<ClientConn> s(
-          new ClientConn(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer), tls()));
-      s->start();
+      ClientConnection::accept(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer), tls())
+          ->start();
     }
     reactor_.poller_->defer(*this);  // more may be waiting: continue after the other work
   }
@@ -455,7 +454,7 @@ void Reactor::next_request_id(char* out) {
   std::memcpy(out, next_id_, sizeof(next_id_));
 }
 
-void Reactor::add_client(ClientConn& s) {
+void Reactor::add_client(ClientConnection& s) {
   s.list_next = clients_;
   s.list_prev = nullptr;
   if (clients_ != nullptr) clients_->list_prev = &s;
@@ -464,11 +463,11 @@ void Reactor::add_client(ClientConn& s) {
   if (!housekeeping_.armed()) wheel_.schedule(housekeeping_, now() + kHousekeeping);
 }
 
-void Reactor::opening_begin(ClientConn& s) {
+void Reactor::opening_begin(ClientConnection& s) {
   const uint32_t bound = snapshot().server.max_opening_connections;
   const std::size_t share = std::max<std::size_t>(1, (bound + reactors_ - 1) / reactors_);
   while (opening_count_ >= share && opening_oldest_ != nullptr) {
-    const Ref<ClientConn> oldest(opening_oldest_);
+    const Ref<ClientConnection> oldest(opening_oldest_);
     metrics_.opening_evictions.add();
     oldest->evict();  // leaves the list (opening_end)
   }
@@ -485,7 +484,7 @@ void Reactor::opening_begin(ClientConn& s) {
   metrics_.opening_connections.add(1);
 }
 
-void Reactor::opening_end(ClientConn& s) {
+void Reactor::opening_end(ClientConnection& s) {
   if (!s.opening) return;
   s.opening = false;
   if (s.opening_prev != nullptr) {
@@ -503,7 +502,7 @@ void Reactor::opening_end(ClientConn& s) {
   metrics_.opening_connections.add(-1);
 }
 
-void Reactor::remove_client(ClientConn& s) {
+void Reactor::remove_client(ClientConnection& s) {
   if (s.list_prev != nullptr) {
     s.list_prev->list_next = s.list_next;
   } else {
@@ -566,10 +565,10 @@ void Reactor::drain() {
 }
 
 void Reactor::close_idle_clients() {
-  // ClientConn::drain() may unlink the connection: walk with a saved next pointer and a Ref.
-  for (ClientConn* s = clients_; s != nullptr;) {
-    Ref<ClientConn> keep(s);
-    ClientConn* next = s->list_next;
+  // ClientConnection::drain() may unlink the connection: walk with a saved next pointer and a Ref.
+  for (ClientConnection* s = clients_; s != nullptr;) {
+    Ref<ClientConnection> keep(s);
+    ClientConnection* next = s->list_next;
     s->drain();
     s = next;
   }
@@ -579,9 +578,9 @@ void Reactor::force_close() {
   post([this] {
     draining_ = true;
     uint64_t cut = 0;
-    for (ClientConn* s = clients_; s != nullptr;) {
-      Ref<ClientConn> keep(s);
-      ClientConn* next = s->list_next;
+    for (ClientConnection* s = clients_; s != nullptr;) {
+      Ref<ClientConnection> keep(s);
+      ClientConnection* next = s->list_next;
       if (s->force_close()) ++cut;
       s = next;
     }

@@ -21,7 +21,7 @@ void ClientConn::run_tunnel() {
   ex_->phase = Exchange::Phase::tunnel;
   tunnel_open_ = 2;
   ex_->outcome.client_saw_bytes = true;
-  arm_client_timer(ex_->gen->snapshot->server.idle_timeout);
+  arm_timer(ex_->gen->snapshot->server.idle_timeout);
   client_writing_ = true;
   client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
     ClientConn& c = ClientConn::from(o);
@@ -48,7 +48,7 @@ void ClientConn::tunnel_client_to_backend() {
                     if (c.closed_) return;
                     if (ec) return c.close();
                     c.in_pos_ = c.in_len_ = c.parser_.head_end();
-                    c.arm_client_timer(c.ex_->gen->snapshot->server.idle_timeout);
+                    c.arm_timer(c.ex_->gen->snapshot->server.idle_timeout);
                     c.tunnel_client_to_backend();
                   });
     return;
@@ -83,7 +83,7 @@ void ClientConn::tunnel_backend_to_client() {
                     if (c.closed_) return;
                     if (ec) return c.close();
                     c.ex_->attempt().set_in_len(0);
-                    c.arm_client_timer(c.ex_->gen->snapshot->server.idle_timeout);
+                    c.arm_timer(c.ex_->gen->snapshot->server.idle_timeout);
                     c.tunnel_backend_to_client();
                   });
     return;

@@ -36,7 +36,7 @@ namespace floodgate::proxy {
 
 using net::Poller;
 
-class ClientConn;
+class ClientConnection;
 class BackendConn;
 class ExchangePool;
 class Resolver;
@@ -159,14 +159,14 @@ class Reactor {
   }
 
   // Client connection registry (for draining and forced close).
-  void add_client(ClientConn& s);
-  void remove_client(ClientConn& s);
+  void add_client(ClientConnection& s);
+  void remove_client(ClientConnection& s);
   // Connections in their opening (accepted, first request head not complete; on a TLS
   // listener the handshake comes first), oldest first. This reactor keeps its share of
   // server.max_opening_connections: at it, a new connection closes the oldest, so that silent
   // or dribbling connections can never keep new clients out.
-  void opening_begin(ClientConn& s);
-  void opening_end(ClientConn& s);
+  void opening_begin(ClientConnection& s);
+  void opening_end(ClientConnection& s);
   // The process runs `reactors` reactors: each keeps 1/reactors of the process-wide bounds.
   void share_bounds(unsigned reactors) { reactors_ = reactors == 0 ? 1 : reactors; }
 
@@ -210,10 +210,10 @@ class Reactor {
   BufferPool request_buffers_;
   BufferPool response_buffers_;
   ReactorMetrics metrics_;
-  ClientConn* clients_ = nullptr;  // intrusive list of open client connections
+  ClientConnection* clients_ = nullptr;  // intrusive list of open client connections
   std::size_t client_count_ = 0;
-  ClientConn* opening_oldest_ = nullptr;  // the opening connections, oldest first
-  ClientConn* opening_newest_ = nullptr;
+  ClientConnection* opening_oldest_ = nullptr;  // the opening connections, oldest first
+  ClientConnection* opening_newest_ = nullptr;
   std::size_t opening_count_ = 0;
   unsigned reactors_ = 1;  // share_bounds()
   bool draining_ = false;
