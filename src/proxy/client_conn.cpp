@@ -3,20 +3,11 @@
 // connection alive.
 #include "client_conn.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-
 #include <algorithm>
-#include <array>
 #include <boost/asio/error.hpp>
 #include <cstring>
-#include <optional>
 
-#include "floodgate/core/ascii.h"
 #include "floodgate/proxy/reactor.h"
-#include "floodgate/proxy/request_key.h"
-#include "floodgate/routing/match_path.h"
 
 namespace floodgate::proxy {
 
@@ -44,21 +35,12 @@ char* ClientConn::in_data() const {
   return in_ + reactor_.request_fields() * sizeof(http::HeaderField);
 }
 
-bool ClientConn::acquire_out() noexcept {
-  if (cout_ == nullptr) cout_ = reactor_.response_buffers().acquire();
-  return cout_ != nullptr;
-}
-
-std::size_t ClientConn::out_room() const noexcept {
-  return BufferLayout::kResponseData - cout_len_;
-}
-
 // Every buffer goes back to its pool: when the last pending completion has let go (the
 // destructor) or when nothing is pending (an exchange that ended).
 void ClientConn::release_buffers() {
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
-  reactor_.response_buffers().release(std::exchange(cout_, nullptr));
-  in_len_ = in_pos_ = cout_len_ = cout_sent_ = early_end_ = 0;
+  out_.release();
+  in_len_ = in_pos_ = early_end_ = 0;
 }
 
 void ClientConn::do_client_read() {
@@ -115,7 +97,6 @@ void ClientConn::start_request() {
 void ClientConn::begin_request() {
   phase_ = Phase::head;
   in_pos_ = 0;
-  plan_ = {};
   if (ex_ == nullptr) ex_ = &reactor_.exchanges().acquire(*this, facts_);
   ex_->begin(reactor_.current(), reactor_.poller().clock().now(), in_len_);
 }
@@ -167,15 +148,15 @@ void ClientConn::refuse_without_buffer(std::size_t n) {
 // into the output buffer when its Retry-After or header lines are known only now.
 void ClientConn::respond(const Decision& d) {
   const bool close = generated_closes(d.reason);
-  if (d.answer == nullptr && (d.retry_after != 0 || !d.extra.empty()) && acquire_out()) {
-    http::Writer w(cout_, BufferLayout::kResponseData);
+  if (d.answer == nullptr && (d.retry_after != 0 || !d.extra.empty()) && out_.acquire()) {
+    http::Writer w(out_.data(), out_.capacity());
     http::write_generated_response({.reason = d.reason,
                                     .close = close,
                                     .retry_after_seconds = d.retry_after,
                                     .extra_headers = d.extra},
                                    w);
-    cout_len_ = 0;  // the bytes are written from the buffer's start, not as an attempt's output
-    return write_generated({cout_, w.size()}, close);
+    out_.clear();  // the bytes are written from the buffer's start, not as an attempt's output
+    return write_generated({out_.data(), w.size()}, close);
   }
   const bool pool_reason = pool_rejection_index(d.reason) < kPoolRejections.size();
   const std::string_view bytes = d.answer != nullptr ? d.answer->bytes(close)
@@ -228,8 +209,8 @@ void ClientConn::flush() {
   client_writing_ = true;
   ex_->outcome.client_saw_bytes = true;
   arm_send_timer();
-  const std::size_t from = std::exchange(cout_sent_, cout_len_);
-  client_.write(cout_ + from, cout_len_ - from,
+  const std::string_view bytes = out_.next_write();
+  client_.write(bytes.data(), bytes.size(),
                 [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
                   ClientConn& c = ClientConn::from(o);
                   c.client_writing_ = false;
@@ -243,13 +224,13 @@ void ClientConn::on_client_written(const error_code& ec, std::size_t n) {
   client_timer_.cancel();
   if (ec) return cut(OutcomeSource::client);
   if (phase_ == Phase::closing) return linger_close();
-  if (cout_sent_ < cout_len_) return flush();  // the attempt added bytes meanwhile
-  cout_len_ = cout_sent_ = 0;
+  if (out_.unsent()) return flush();  // the attempt added bytes meanwhile
+  out_.clear();
   ex_->attempt().on_client_drained();
 }
 
 void ClientConn::response_done() {
-  finish_request(plan_.close_client || !ex_->request_parsed);
+  finish_request(out_.plan().close_client || !ex_->request_parsed);
 }
 
 // The exchange waits for a stage: a read stays pending so that a client that goes away is
@@ -282,7 +263,7 @@ void ClientConn::on_request_head_sent(Attempt& a) {
                     c.count_out(n);
                     if (c.closed_) return;
                     if (ec) return c.cut(OutcomeSource::client);
-                    if (c.cout_len_ > 0) c.flush();
+                    if (c.out_.pending()) c.flush();
                   });
   }
   pump_request_body(a);
@@ -338,64 +319,25 @@ void ClientConn::pump_request_body(Attempt& a) {
   do_client_read();
 }
 
-// -- The response sink: the backend's head rewritten for an HTTP/1.x client, the body passed
-// through (Content-Length), re-chunked or close-delimited as plan_response() decides.
+// -- The response sink (response_output.h): the backend's head rewritten for an HTTP/1.x
+// client, the body passed through, re-chunked or close-delimited as plan_response() decides.
 
 Reason ClientConn::response_head(const http::Parser& head, bool interim) {
   const int minor = ex_->head.version_minor;
   if (interim) {
     // floodgate sends its own 100 Continue; an HTTP/1.0 client gets no 1xx at all.
     if (head.status() == 100 || minor < 1) return Reason::none;
-    return put_head(&head, http::ResponsePlan{});
+    return out_.put_head(&head, minor, ex_->head_bytes_out);
   }
   // An upgrade the backend declined leaves the client connection in an unknown state.
   // A draining reactor closes the connection after this response: say so.
   const bool keep = ex_->facts.keep_alive && !ex_->facts.upgrade && !reactor_.draining();
-  plan_ = http::plan_response(head, ex_->head_request, minor, keep);
-  return put_head(&head, plan_);
+  const http::ResponsePlan plan = http::plan_response(head, ex_->head_request, minor, keep);
+  return out_.put_head(&head, minor, ex_->head_bytes_out, &plan);
 }
 
 Reason ClientConn::tunnel_head(const http::Parser* head) {
-  return put_head(head, http::ResponsePlan{});
-}
-
-// The backend's response head rewritten for the client as `plan` says, or (nullptr) a
-// CONNECT's 200, into the output and counted as head bytes.
-Reason ClientConn::put_head(const http::Parser* head, const http::ResponsePlan& plan) {
-  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection Established\r\n\r\n";
-  if (!acquire_out()) return Reason::buffers_exhausted;
-  http::Writer w(out_end(), out_room());
-  if (head == nullptr) {
-    w.put(kEstablished);
-  } else if (!http::write_response_head(*head, plan, ex_->head.version_minor, w)) {
-    return Reason::upstream_bad_response;
-  }
-  commit_out(w.size());
-  ex_->head_bytes_out += w.size();
-  return Reason::none;
-}
-
-// Body bytes a parse may feed now: the output keeps kFramingSlack free for the chunk framing
-// around what one feed yields, and takes nothing below twice that.
-std::size_t ClientConn::body_room() const noexcept {
-  const std::size_t room = out_room();
-  return room >= 2 * kFramingSlack ? room - kFramingSlack : 0;
-}
-
-void ClientConn::put_body(const char* data, std::size_t n) {
-  http::Writer w(out_end(), out_room());
-  const bool chunked = plan_.framing == http::Framing::chunked;
-  if (chunked) http::write_chunk_header(n, w);
-  w.put({data, n});
-  if (chunked) w.put(http::kChunkEnd);
-  commit_out(w.size());
-}
-
-void ClientConn::end_body() {
-  if (plan_.framing != http::Framing::chunked) return;
-  http::Writer w(out_end(), out_room());
-  w.put(http::kLastChunk);
-  commit_out(w.size());
+  return out_.put_head(head, ex_->head.version_minor, ex_->head_bytes_out);
 }
 
 // Ends the exchange in progress: metrics, access log, backend release, then either the next
@@ -408,8 +350,7 @@ void ClientConn::finish_request(bool close_client) {
   // The exchange goes back to the pool with its attempts' buffers once nothing of it is
   // pending. Nothing is pending on the response side: its buffers go back now.
   std::exchange(ex_, nullptr)->detach();
-  reactor_.response_buffers().release(std::exchange(cout_, nullptr));
-  cout_len_ = cout_sent_ = 0;
+  out_.release();
   if (close_client || reactor_.draining()) return linger_close();
   // Keep-alive: move pipelined bytes to the front of in_.
   const std::size_t leftover = in_len_ - in_pos_;

@@ -13,7 +13,7 @@
 // completion (Boost.Beast style). docs/architecture.md describes the shape.
 //
 // Buffers: an idle connection holds none. While a request is in progress it borrows from the
-// reactor's pools `in_` (client bytes: head, then body) and `cout_` (bytes to the client);
+// reactor's pools `in_` (client bytes: head, then body) and `out_` (bytes to the client);
 // its attempt borrows the backend's two. Each block starts with the header-field slots its
 // parser needs.
 //
@@ -39,6 +39,7 @@
 #include "floodgate/proxy/downstream.h"
 #include "floodgate/proxy/exchange.h"
 #include "floodgate/proxy/reactor.h"
+#include "response_output.h"
 
 namespace floodgate::proxy {
 
@@ -67,13 +68,13 @@ class ClientConn final : public ClientConnection, public Downstream {
   void pump_request_body(Attempt& a) override;
   Reason response_head(const http::Parser& head, bool interim) override;
   Reason tunnel_head(const http::Parser* head) override;
-  std::size_t body_room() const noexcept override;
-  void put_body(const char* data, std::size_t n) override;
-  void end_body() override;
-  bool response_pending() const noexcept override { return cout_len_ > 0; }
+  std::size_t body_room() const noexcept override { return out_.body_room(); }
+  void put_body(const char* data, std::size_t n) override { out_.put_body(data, n); }
+  void end_body() override { out_.end_body(); }
+  bool response_pending() const noexcept override { return out_.pending(); }
   bool writing() const noexcept override { return client_writing_; }
   void flush() override;
-  void discard_response() noexcept override { cout_len_ = cout_sent_ = 0; }
+  void discard_response() noexcept override { out_.clear(); }
   void response_done() override;
   void run_tunnel() override;
 
@@ -88,7 +89,7 @@ class ClientConn final : public ClientConnection, public Downstream {
   void begin_request();
   void parse_head();
   void on_head();
-  // Floodgate's own answer: `bytes` (static or in cout_), then the request finishes; `close`
+  // Floodgate's own answer: `bytes` (static or in out_), then the request finishes; `close`
   // ends the connection after it (with a lingering close: see linger_close()).
   void write_generated(std::string_view bytes, bool close);
   bool generated_closes(Reason reason) const noexcept;
@@ -126,13 +127,6 @@ class ClientConn final : public ClientConnection, public Downstream {
     if (ex_ != nullptr) ex_->bytes_out += n;
   }
 
-  // -- the response's output buffer
-  Reason put_head(const http::Parser* head, const http::ResponsePlan& plan);
-  bool acquire_out() noexcept;
-  char* out_end() const noexcept { return cout_ + cout_len_; }
-  std::size_t out_room() const noexcept;
-  void commit_out(std::size_t n) noexcept { cout_len_ += n; }
-
   // -- the tunnel relay (tunnel.cpp)
   void tunnel_client_to_backend();
   void tunnel_backend_to_client();
@@ -144,8 +138,6 @@ class ClientConn final : public ClientConnection, public Downstream {
   void release_buffers();
 
   http::Parser parser_{http::Parser::Kind::request};
-  // How the response in progress travels to the client (plan_response), from its head on.
-  http::ResponsePlan plan_;
   Phase phase_ = Phase::idle;
   bool read_into_landing_ = false;  // the pending client read goes to landing_
   bool generated_close_ = false;    // close after the generated response being written
@@ -163,9 +155,7 @@ class ClientConn final : public ClientConnection, public Downstream {
   // head starts there is an early one (resilience.protocol.early_data_safe_methods).
   std::size_t early_end_ = 0;
   std::size_t in_pos_ = 0;  // bytes consumed by the parser
-  char* cout_ = nullptr;
-  std::size_t cout_len_ = 0;
-  std::size_t cout_sent_ = 0;  // of cout_len_, the bytes handed to a write (done or pending)
+  ResponseOutput out_{reactor_.response_buffers(), BufferLayout::kResponseData};
 
   // The request in progress (from its first byte to its end), nullptr between requests.
   Exchange* ex_ = nullptr;

@@ -23,15 +23,17 @@ void ClientConn::run_tunnel() {
   ex_->outcome.client_saw_bytes = true;
   arm_timer(ex_->gen->snapshot->server.idle_timeout);
   client_writing_ = true;
-  client_.write(cout_, cout_len_, [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
-    ClientConn& c = ClientConn::from(o);
-    c.client_writing_ = false;
-    c.count_out(n);
-    if (c.closed_) return;
-    if (ec) return c.close();
-    c.cout_len_ = 0;
-    c.tunnel_backend_to_client();
-  });
+  const std::string_view head = out_.next_write();
+  client_.write(head.data(), head.size(),
+                [](net::StreamOwner& o, const error_code& ec, std::size_t n) {
+                  ClientConn& c = ClientConn::from(o);
+                  c.client_writing_ = false;
+                  c.count_out(n);
+                  if (c.closed_) return;
+                  if (ec) return c.close();
+                  c.out_.clear();
+                  c.tunnel_backend_to_client();
+                });
   tunnel_client_to_backend();
 }
 
