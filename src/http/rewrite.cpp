@@ -272,10 +272,7 @@ bool valid_authority(std::string_view a) {
     }
     i = close + 1;
   } else {
-    while (i < a.size() && a[i] != ':') {
-      if (!is_host_char(a[i])) return false;
-      ++i;
-    }
+    while (i < a.size() && is_host_char(a[i])) ++i;
     if (i == 0) return false;  // no host before the port
   }
   if (i == a.size()) return true;
@@ -320,7 +317,7 @@ bool write_request_head(const RequestHead& head, const RequestFacts& facts, cons
     // A request that came in early data says so with floodgate's own Early-Data: 1 (RFC 8470
     // section 5.1): the client's field, whatever its value ("0" too), is not passed on then.
     if (fwd.early_data && f == Field::other && iequals(name, "Early-Data")) continue;
-    out.put(name).put(": ").put(head.field_value(i)).put("\r\n");
+    out.header(name, head.field_value(i));
   }
   // Append to the existing chains: every X-Forwarded-For / Via value in order, then ours.
   out.put("X-Forwarded-For: ");
@@ -378,7 +375,7 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
     if (named.names(name) && !(switching && f == Field::upgrade) && f != Field::content_length) {
       continue;  // Content-Length frames a length plan's body: never hop-by-hop
     }
-    out.put(name).put(": ").put(response.field_value(i)).put("\r\n");
+    out.header(name, response.field_value(i));
   }
   if (switching) {
     out.put("Connection: upgrade\r\n");

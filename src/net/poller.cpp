@@ -253,8 +253,12 @@ int submit_and_wait_for(io_uring& ring, std::chrono::nanoseconds wait) {
   }
   const unsigned to_submit = tail - __atomic_load_n(sq.khead, __ATOMIC_ACQUIRE);
   __kernel_timespec ts{};
-  ts.tv_sec = wait.count() / 1'000'000'000;
-  ts.tv_nsec = wait.count() % 1'000'000'000;
+  if (const int64_t ns = wait.count(); ns < 1'000'000'000) {  // the usual wait: no division
+    ts.tv_nsec = ns;
+  } else {
+    ts.tv_sec = ns / 1'000'000'000;
+    ts.tv_nsec = ns % 1'000'000'000;
+  }
   io_uring_getevents_arg arg{};
   arg.ts = reinterpret_cast<uint64_t>(&ts);
   return io_uring_enter2(static_cast<unsigned>(ring.ring_fd), to_submit, 1,
@@ -263,7 +267,8 @@ int submit_and_wait_for(io_uring& ring, std::chrono::nanoseconds wait) {
 }
 }  // namespace
 
-std::optional<std::chrono::nanoseconds> Poller::wait_bound(bool more) const {
+[[gnu::always_inline]] inline std::optional<std::chrono::nanoseconds> Poller::wait_bound(
+    bool more) const {
   if (more) return std::chrono::nanoseconds::zero();
   if (timers_ == nullptr) return std::nullopt;
   const Clock::time_point due = timers_->next_due();
@@ -277,7 +282,7 @@ std::optional<std::chrono::nanoseconds> Poller::wait_bound(bool more) const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(due - from);
 }
 
-void Poller::enter(std::optional<std::chrono::nanoseconds> wait) {
+[[gnu::always_inline]] inline void Poller::enter(std::optional<std::chrono::nanoseconds> wait) {
   // Submits what is prepared and runs the kernel's deferred work (poll wake-ups), which posts
   // their completions; with a `wait` other than zero, blocks until there is at least one or
   // the wait has passed (nullopt: no bound). The bound travels in the same io_uring_enter
@@ -429,6 +434,51 @@ void Poller::stop() {
   work_.reset();
 }
 
+// The loop's turns, inlined into run() (a turn costs no call of its own) and run_once().
+// How long a turn may block: until the next timer is due, and no longer than `cap`.
+[[gnu::always_inline]] inline std::optional<std::chrono::nanoseconds> Poller::turn_wait(
+    std::optional<std::chrono::nanoseconds> cap) const {
+  // Block only when nothing is ready, and only until the next timer is due.
+  const bool more =
+      !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
+  std::optional<std::chrono::nanoseconds> wait = wait_bound(more);
+  if (cap && (!wait || *wait > *cap)) wait = cap;
+  return wait;
+}
+
+[[gnu::always_inline]] inline void Poller::uring_turn(std::optional<std::chrono::nanoseconds> cap) {
+  run_posted();
+  run_inbox();
+  run_ready();
+  run_heavy();
+  if (stopped_) return;
+  submit_wanted_io();
+  // The reads and writes just submitted complete at once, so a wait for one completion
+  // returns then.
+  enter(turn_wait(cap));
+  now_ = clock_.now();
+  reap();
+  run_ready();
+  run_timers();
+}
+
+[[gnu::always_inline]] inline void Poller::epoll_turn(std::optional<std::chrono::nanoseconds> cap) {
+  run_posted();
+  run_inbox();
+  run_ready();
+  run_heavy();
+  if (stopped_) return;
+  const int n = wait_epoll(batch().data(), turn_wait(cap));
+  now_ = clock_.now();
+  if (n < 0) {
+    if (errno == EINTR) return;
+    throw std::system_error(errno, std::generic_category(), "epoll_wait");
+  }
+  dispatch(n);
+  run_ready();
+  run_timers();
+}
+
 namespace {
 // Marks this thread as the loop's for as long as it runs it: send() from here needs no bell.
 struct Running {
@@ -475,33 +525,6 @@ void Poller::enable_ring() {
   ring_enabled_ = true;
 }
 
-// How long a turn may block: until the next timer is due, and no longer than `cap`.
-std::optional<std::chrono::nanoseconds> Poller::turn_wait(
-    std::optional<std::chrono::nanoseconds> cap) const {
-  // Block only when nothing is ready, and only until the next timer is due.
-  const bool more =
-      !ready_.empty() || !heavy_.empty() || inbox_.load(std::memory_order_relaxed) != nullptr;
-  std::optional<std::chrono::nanoseconds> wait = wait_bound(more);
-  if (cap && (!wait || *wait > *cap)) wait = cap;
-  return wait;
-}
-
-void Poller::uring_turn(std::optional<std::chrono::nanoseconds> cap) {
-  run_posted();
-  run_inbox();
-  run_ready();
-  run_heavy();
-  if (stopped_) return;
-  submit_wanted_io();
-  // The reads and writes just submitted complete at once, so a wait for one completion
-  // returns then.
-  enter(turn_wait(cap));
-  now_ = clock_.now();
-  reap();
-  run_ready();
-  run_timers();
-}
-
 // The loop has ended, but the sockets closed on its last turns (a drain closes the
 // listeners) are still held by their polls until the kernel has seen the removals: without
 // this a listener of a reactor that finished draining early would keep taking connections
@@ -515,23 +538,6 @@ void Poller::finish_removals() {
     reap();  // after stop() it records nothing for live targets
   }
   ring_done_ = true;
-}
-
-void Poller::epoll_turn(std::optional<std::chrono::nanoseconds> cap) {
-  run_posted();
-  run_inbox();
-  run_ready();
-  run_heavy();
-  if (stopped_) return;
-  const int n = wait_epoll(batch().data(), turn_wait(cap));
-  now_ = clock_.now();
-  if (n < 0) {
-    if (errno == EINTR) return;
-    throw std::system_error(errno, std::generic_category(), "epoll_wait");
-  }
-  dispatch(n);
-  run_ready();
-  run_timers();
 }
 
 void Poller::dispatch(int n) {

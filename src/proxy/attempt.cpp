@@ -615,6 +615,10 @@ void Attempt::judge(resilience::CircuitVerdict verdict, Reason reason, int statu
 }
 
 void Attempt::end(bool reusable) {
+  if (ended_ || !started_) {  // ended already, or nothing to end
+    ended_ = true;
+    return;
+  }
   ended_ = true;
   stop_awaiting();
   timer_.cancel();

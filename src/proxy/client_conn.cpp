@@ -347,9 +347,9 @@ void ClientConn::finish_request(bool close_client) {
   ex_->log();
   ex_->end_attempts();
   ex_->end();  // the pool slot, then the stages' tickets (the in-flight cap's slot)
-  // The exchange goes back to the pool with its attempts' buffers once nothing of it is
-  // pending. Nothing is pending on the response side: its buffers go back now.
-  std::exchange(ex_, nullptr)->detach();
+  // Nothing is pending on the response side: its buffers go back now. The exchange stays
+  // with the connection for its next request (begin_request begins it again).
+  for (Attempt& a : ex_->attempts) a.release_buffers();
   out_.release();
   if (close_client || reactor_.draining()) return linger_close();
   // Keep-alive: move pipelined bytes to the front of in_.

@@ -2,8 +2,8 @@
 // keep-alive and pipelining, 100-continue, the request body's pump, writing responses (their
 // heads rewritten, bodies passed through, re-chunked or close-delimited), floodgate's own
 // answers, the lingering close and the tunnel relay (tunnel.cpp). It takes an Exchange
-// (exchange.h) from the reactor's pool for each request, one at a time, from the request's
-// first byte to its end, and is that exchange's Downstream (downstream.h): the exchange runs
+// (exchange.h) from the reactor's pool at its first request and runs its requests on it, one
+// at a time, until it closes, and is that exchange's Downstream (downstream.h): the exchange runs
 // the request (the chain, waits, backends, retries, hedges), its Attempts (attempt.h) talk to
 // the backend, and both reach the client only through the Downstream interface. The path:
 //   read head -> parse -> Exchange::route (front of the chain, route, the route's chain,
@@ -157,7 +157,9 @@ class ClientConn final : public ClientConnection, public Downstream {
   std::size_t in_pos_ = 0;  // bytes consumed by the parser
   ResponseOutput out_{reactor_.response_buffers(), BufferLayout::kResponseData};
 
-  // The request in progress (from its first byte to its end), nullptr between requests.
+  // The exchange its requests run on, one at a time: taken from the reactor's pool at the
+  // first request's first byte (nullptr before), begun again for each request, given back
+  // when the connection ends.
   Exchange* ex_ = nullptr;
 };
 

@@ -76,13 +76,12 @@ void Exchange::release() noexcept {
   d.release();  // last: it may let go of the downstream
 }
 
-// Nothing of the exchange is pending and no downstream has it: what it still holds goes back
-// (an abandoned request's pinned generation, its attempts' buffers) and so does the exchange.
+// Nothing of the exchange is pending and no downstream has it (which ended it first: end, or
+// abandon): what it still holds goes back (an abandoned request's pinned generation, its
+// attempts' buffers) and so does the exchange.
 void Exchange::recycle() noexcept {
   wait_timer_.cancel();
   hedge_timer_.cancel();
-  end_attempts();
-  end();
   gen = Ref<ReactorGeneration>();
   for (Attempt& a : attempts) a.release_buffers();
   downstream_ = nullptr;

@@ -70,7 +70,8 @@ class TimerWheel {
         inner_(slots),
         outer_(outer_slots),
         span_(static_cast<int64_t>(slots)),
-        per_outer_(static_cast<int64_t>(slots / 4)) {}
+        per_outer_(static_cast<int64_t>(slots / 4)),
+        outer_span_(per_outer_ * static_cast<int64_t>(outer_slots)) {}
 
   TimerWheel(const TimerWheel&) = delete;
   TimerWheel& operator=(const TimerWheel&) = delete;
@@ -207,14 +208,18 @@ class TimerWheel {
       if (t < hint_) set_hint(t);
       return link(e, kInner, static_cast<uint32_t>(s), inner_.heads[s]);
     }
-    // Moved in when the outer tick floor(t / per_outer_) begins, within a quarter span of t. A
-    // deadline beyond the outer span is in the slot that comes round first with its index.
-    const auto s = static_cast<std::size_t>(t / per_outer_) & outer_.mask;
+    // Moved in when the outer tick floor(t / per_outer_) begins, within a quarter span of t
+    // (after the cursor: t is a whole inner span ahead of it). A deadline beyond the outer
+    // span is in the slot that comes round first with its index.
+    const int64_t outer_tick = t / per_outer_;
+    const auto s = static_cast<std::size_t>(outer_tick) & outer_.mask;
     outer_.mark(s);
-    const int64_t first = (cursor_ + per_outer_ - 1) / per_outer_;
-    const int64_t at =
-        (first + static_cast<int64_t>((s - static_cast<std::size_t>(first)) & outer_.mask)) *
-        per_outer_;
+    int64_t at = outer_tick * per_outer_;
+    if (t - cursor_ >= outer_span_) {
+      const int64_t first = (cursor_ + per_outer_ - 1) / per_outer_;
+      at = (first + static_cast<int64_t>((s - static_cast<std::size_t>(first)) & outer_.mask)) *
+           per_outer_;
+    }
     if (at < hint_) set_hint(at);
     link(e, kOuter, static_cast<uint32_t>(s), outer_.heads[s]);
   }
@@ -328,8 +333,9 @@ class TimerWheel {
   Clock::duration resolution_;
   Level inner_;
   Level outer_;
-  int64_t span_;       // inner slots
-  int64_t per_outer_;  // inner ticks per outer tick (a quarter of the inner span)
+  int64_t span_;        // inner slots
+  int64_t per_outer_;   // inner ticks per outer tick (a quarter of the inner span)
+  int64_t outer_span_;  // inner ticks the outer level covers
   Entry* pending_ = nullptr;
   std::size_t size_ = 0;
   // No inner tick before hint_ has work for advance() (a lower bound: an entry cancelled since

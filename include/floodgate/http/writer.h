@@ -33,8 +33,20 @@ class Writer {
     char tmp[16];
     return put({tmp, ascii::format_hex(v, tmp)});
   }
+  // "name: value\r\n", with one bound check: heads are written a field at a time.
   Writer& header(std::string_view name, std::string_view value) {
-    return put(name).put(": ").put(value).put("\r\n");
+    const std::size_t n = name.size() + value.size() + 4;
+    if (n > static_cast<std::size_t>(end_ - p_)) {
+      overflow_ = true;
+      return *this;
+    }
+    copy(name);
+    *p_++ = ':';
+    *p_++ = ' ';
+    copy(value);
+    *p_++ = '\r';
+    *p_++ = '\n';
+    return *this;
   }
 
   bool ok() const { return !overflow_; }
@@ -43,6 +55,13 @@ class Writer {
   char* cursor() const { return p_; }
 
  private:
+  // Bytes that fit (checked by the caller).
+  void copy(std::string_view s) noexcept {
+    if (s.empty()) return;  // an empty view may carry a null pointer: no memcpy
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+
   char* begin_;
   char* p_;
   char* end_;

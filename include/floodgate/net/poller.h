@@ -235,7 +235,7 @@ class Poller {
   void ring_bell();  // writes the eventfd
   void run_posted();
   // Fires the timers due at now_ (once a turn, after the kernel's events).
-  void run_timers() {
+  [[gnu::always_inline]] void run_timers() {
     if (timers_ != nullptr && timers_->due(now_)) timers_->advance(now_);
   }
   // How long the loop may block: until the next timer is due (never when it is due already,

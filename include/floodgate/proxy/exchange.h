@@ -204,7 +204,8 @@ class Exchange final : public WaitOwner {
   // Binds the exchange to its reactor, once (its pool does).
   void bind(Reactor& reactor, ExchangePool* pool) noexcept;
   // A downstream takes the exchange for its next request (ExchangePool::acquire), and lets go
-  // of it when the request is over: it goes back to its pool once nothing of it is pending.
+  // of it when the request is over and ended (end, or abandon): it goes back to its pool once
+  // nothing of it is pending.
   void attach(Downstream& downstream, ConnectionFacts& conn) noexcept;
   void detach() noexcept;
   // Keeps the exchange, and its downstream, while a completion, a timer's work or a resolution
