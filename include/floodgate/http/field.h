@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "floodgate/core/ascii.h"
 
@@ -34,8 +36,39 @@ constexpr uint32_t bit(Field f) {
   return uint32_t{1} << static_cast<unsigned>(f);
 }
 
+// Whether the field name `n` is `lower` (lowercase letters and '-', as long as `n`) in any
+// case. Every field name is parsed and classified, so this compares with bit 0x20 set, eight
+// bytes at a time: exact for such a `lower`, since only '\r' (never in a field-name token)
+// would fold to '-'.
+constexpr bool name_is(std::string_view n, std::string_view lower) {
+  if (n.size() != lower.size()) return false;
+  if (std::is_constant_evaluated() || n.size() < 4) return ascii::iequals(n, lower);
+  const std::size_t size = n.size();
+  if (size < 8) {  // two (overlapping) four-byte words
+    constexpr uint32_t kFold = 0x20202020;
+    const auto word = [](const char* p) {
+      uint32_t w = 0;
+      std::memcpy(&w, p, sizeof(w));
+      return w;
+    };
+    return (word(n.data()) | kFold) == word(lower.data()) &&
+           (word(n.data() + size - 4) | kFold) == word(lower.data() + size - 4);
+  }
+  constexpr uint64_t kFold = 0x2020202020202020;
+  const auto word = [](const char* p) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, sizeof(w));
+    return w;
+  };
+  for (std::size_t i = 0; i + 8 <= size; i += 8) {
+    if ((word(n.data() + i) | kFold) != word(lower.data() + i)) return false;
+  }
+  // The last (overlapping) eight bytes cover a rest shorter than eight.
+  return size % 8 == 0 || (word(n.data() + size - 8) | kFold) == word(lower.data() + size - 8);
+}
+
 constexpr Field classify(std::string_view n) {
-  using ascii::iequals;
+  const auto iequals = name_is;
   switch (n.size()) {
     case 2:
       return iequals(n, "te") ? Field::te : Field::other;

@@ -61,5 +61,25 @@ TEST(Writer, NumberThatDoesNotFitOverflows) {
   EXPECT_FALSE(w.ok());
 }
 
+TEST(Writer, AHeaderThatFitsExactlyIsWrittenAndOneByteMoreOverflowsWithNothingWritten) {
+  char buf[16];
+  Writer exact(buf, sizeof buf);
+  exact.header("Name", "value-xx");  // 4 + 2 + 8 + 2 = 16
+  EXPECT_TRUE(exact.ok());
+  EXPECT_EQ(std::string_view(buf, exact.size()), "Name: value-xx\r\n");
+  Writer over(buf, sizeof buf);
+  over.header("Name", "value-xxx");
+  EXPECT_FALSE(over.ok());
+  EXPECT_EQ(over.size(), 0u);
+}
+
+TEST(Writer, AHeaderWithAnEmptyValueHasItsSeparatorAndLineEnd) {
+  char buf[32];
+  Writer w(buf, sizeof buf);
+  w.header("X-Empty", std::string_view{});
+  EXPECT_TRUE(w.ok());
+  EXPECT_EQ(std::string_view(buf, w.size()), "X-Empty: \r\n");
+}
+
 }  // namespace
 }  // namespace floodgate::http
