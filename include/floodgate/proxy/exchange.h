@@ -410,7 +410,7 @@ class ExchangePool {
   // only beyond the reservations).
   Exchange& acquire(Downstream& downstream, ConnectionFacts& conn);
   // Frees kept exchanges beyond the reservations and the spare ones (unreserve, and the
-  // reactor's housekeeping: never while an exchange's code runs).
+  // reactor's housekeeping; not put_back, whose caller is the returned exchange's own code).
   void trim() noexcept;
   // Exchanges taken and not back yet, and free ones kept for reuse.
   std::size_t in_use() const noexcept { return in_use_; }

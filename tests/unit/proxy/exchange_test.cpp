@@ -16,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -303,7 +304,7 @@ class FakeClient final : public Downstream {
 class ExchangeRun : public ::testing::Test {
  protected:
   ~ExchangeRun() override {
-    for (FakeClient* c : clients_) finish(*c);
+    for (FakeClient& c : clients_) finish(c);
     // The last turns let closed backend connections leave the loop.
     for (int i = 0; i < 3; ++i) reactor_->poller().run_once(0ms);
   }
@@ -315,13 +316,15 @@ class ExchangeRun : public ::testing::Test {
     reactor_ = std::make_unique<Reactor>(0, snap_, access_log_, clock_);
   }
 
+  // A new client, owned by the fixture: it outlives the fixture's ending of its exchange.
+  FakeClient& new_client() { return clients_.emplace_back(); }
+
   // The client's request, from an exchange of the reactor's pool through take_head and route,
   // as a connection does once a head is complete.
   Exchange& start(FakeClient& client, std::string_view request = kGet) {
     client.parse(request, snap_->limits);
     Exchange& ex = reactor_->exchanges().acquire(client, conn_);
     client.ex = &ex;
-    clients_.push_back(&client);
     ex.begin(reactor_->current(), clock_.now(), request.size());
     ex.head = client.parser().request_head();
     if (ex.take_head(reactor_->current())) {
@@ -348,8 +351,8 @@ class ExchangeRun : public ::testing::Test {
   bool turn_until(Done done) {
     for (const auto deadline = SteadyClock::now() + kPatience; SteadyClock::now() < deadline;) {
       reactor_->poller().run_once(1ms);
-      for (FakeClient* c : clients_) {
-        if (c->ex != nullptr) c->take_output();
+      for (FakeClient& c : clients_) {
+        if (c.ex != nullptr) c.take_output();
       }
       if (done()) return true;
     }
@@ -380,13 +383,13 @@ class ExchangeRun : public ::testing::Test {
   std::shared_ptr<const Snapshot> snap_;
   std::unique_ptr<Reactor> reactor_;
   ConnectionFacts conn_{.peer_text = "192.0.2.7", .connection_id = 1};
-  std::vector<FakeClient*> clients_;  // whose exchanges the fixture ends
+  std::deque<FakeClient> clients_;  // new_client(): whose exchanges the fixture ends
 };
 
 TEST_F(ExchangeRun, APathThatCannotBeRoutedIsAnswered400WithoutABackend) {
   const Fd backend = listen_loopback();
   make_reactor({local_port(backend.get())});
-  FakeClient client;
+  FakeClient& client = new_client();
   // Every route matches any path; one that cannot be normalised is refused before routing.
   Exchange& ex = start(client, "GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_TRUE(client.answered.has_value());
@@ -398,7 +401,7 @@ TEST_F(ExchangeRun, APathThatCannotBeRoutedIsAnswered400WithoutABackend) {
 TEST_F(ExchangeRun, ARoutedRequestReachesABackendAndItsResponseTheDownstream) {
   const Fd backend = listen_loopback();
   make_reactor({local_port(backend.get())});
-  FakeClient client;
+  FakeClient& client = new_client();
   Exchange& ex = start(client);
   std::string head;
   const Fd conn = backend_takes_request(backend, &head);
@@ -419,7 +422,7 @@ TEST_F(ExchangeRun, AnExchangeGoesBackToThePoolOnceItsDownstreamLetsGo) {
   const Fd backend = listen_loopback();
   make_reactor({local_port(backend.get())});
   ExchangePool& pool = reactor_->exchanges();
-  FakeClient first;
+  FakeClient& first = new_client();
   Exchange* taken = &start(first);
   const Fd conn = backend_takes_request(backend);
   ASSERT_TRUE(send_all(conn.get(), kOk));
@@ -428,7 +431,7 @@ TEST_F(ExchangeRun, AnExchangeGoesBackToThePoolOnceItsDownstreamLetsGo) {
   finish(first);
   EXPECT_EQ(pool.in_use(), 0u);
   // The next request reuses it, on the backend connection the keep-alive pool kept.
-  FakeClient second;
+  FakeClient& second = new_client();
   EXPECT_EQ(&start(second), taken);
   std::string buf;
   ASSERT_TRUE(turn_until([&] {
@@ -451,8 +454,8 @@ ResilienceParams one_at_a_time() {
 TEST_F(ExchangeRun, AQueuedRequestWaitsForAPoolSlotAndGoesOnWhenOneFrees) {
   const Fd backend = listen_loopback();
   make_reactor({local_port(backend.get())}, {}, one_at_a_time());
-  FakeClient first;
-  FakeClient second;
+  FakeClient& first = new_client();
+  FakeClient& second = new_client();
   start(first);
   const Fd conn = backend_takes_request(backend);
   ASSERT_TRUE(conn);
@@ -480,8 +483,8 @@ TEST_F(ExchangeRun, AQueuedRequestWaitsForAPoolSlotAndGoesOnWhenOneFrees) {
 TEST_F(ExchangeRun, AQueuedRequestIsTurnedAwayWhenItsPendingTimeoutPassesOnTheLoopsClock) {
   const Fd backend = listen_loopback();
   make_reactor({local_port(backend.get())}, {}, one_at_a_time());
-  FakeClient first;
-  FakeClient second;
+  FakeClient& first = new_client();
+  FakeClient& second = new_client();
   start(first);
   const Fd conn = backend_takes_request(backend);
   ASSERT_TRUE(conn);
@@ -502,8 +505,8 @@ TEST_F(ExchangeRun, AQueuedRequestIsTurnedAwayWhenItsPendingTimeoutPassesOnTheLo
 TEST_F(ExchangeRun, AClientGoneWhileQueuedGivesUpItsPlaceAndItsHold) {
   const Fd backend = listen_loopback();
   make_reactor({local_port(backend.get())}, {}, one_at_a_time());
-  FakeClient first;
-  FakeClient second;
+  FakeClient& first = new_client();
+  FakeClient& second = new_client();
   start(first);
   const Fd conn = backend_takes_request(backend);
   ASSERT_TRUE(conn);
@@ -518,7 +521,7 @@ TEST_F(ExchangeRun, AClientGoneWhileQueuedGivesUpItsPlaceAndItsHold) {
 TEST_F(ExchangeRun, AnAttemptWhoseBackendClosesIsRetriedOnTheOtherBackend) {
   std::array<Fd, 2> backends{listen_loopback(), listen_loopback()};
   make_reactor({local_port(backends[0].get()), local_port(backends[1].get())});
-  FakeClient client;
+  FakeClient& client = new_client();
   Exchange& ex = start(client);
   ASSERT_TRUE(turn_until([&] {
     return readable_within(backends[0].get(), 0ms) || readable_within(backends[1].get(), 0ms);
@@ -541,7 +544,7 @@ TEST_F(ExchangeRun, AnAttemptWhoseBackendClosesIsRetriedOnTheOtherBackend) {
 TEST_F(ExchangeRun, ASlowAttemptIsHedgedAfterTheDelayAndTheFirstResponseHeadWins) {
   std::array<Fd, 2> backends{listen_loopback(), listen_loopback()};
   make_reactor({local_port(backends[0].get()), local_port(backends[1].get())}, hedging_after(50ms));
-  FakeClient client;
+  FakeClient& client = new_client();
   Exchange& ex = start(client);
   ASSERT_TRUE(turn_until([&] {
     return readable_within(backends[0].get(), 0ms) || readable_within(backends[1].get(), 0ms);
@@ -569,7 +572,7 @@ TEST_F(ExchangeRun, ASlowAttemptIsHedgedAfterTheDelayAndTheFirstResponseHeadWins
 TEST_F(ExchangeRun, AFailureNoOtherBackendCanTakeIsAnswered502) {
   const uint16_t nobody = unused_port();
   make_reactor({nobody});
-  FakeClient client;
+  FakeClient& client = new_client();
   Exchange& ex = start(client);
   ASSERT_TRUE(turn_until([&] { return client.finished(); }));
   ASSERT_TRUE(client.answered.has_value());
