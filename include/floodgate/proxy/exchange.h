@@ -17,10 +17,11 @@
 // the backend selection chose, the second is a retry after it failed or a hedge beside it.
 //
 // Thread-safety: reactor thread only. Lifetime: exchanges come from their reactor's pool
-// (ExchangePool, below): a downstream takes one for a request (attach) and lets go of it once
-// the request is over (detach); the exchange goes back to the pool when nothing of it is
-// pending any more (hold/release: a completion, a timer's work, a resolution). While it is
-// held it holds its downstream too.
+// (ExchangePool, below): a downstream takes one (attach), begins it for each request it runs
+// on it, and lets go of it when it needs it no more (detach: an HTTP/1.1 connection when it
+// ends); the exchange goes back to the pool when nothing of it is pending any more
+// (hold/release: a completion, a timer's work, a resolution). While it is held it holds its
+// downstream too.
 #pragma once
 
 #include <array>
@@ -382,7 +383,7 @@ class Exchange final : public WaitOwner {
   bool attached_ = false;          // a downstream has it (attach .. detach)
   TimerWheel::Entry wait_timer_;   // the wait's deadline (the pool's pending_timeout)
   TimerWheel::Entry hedge_timer_;  // hedging.delay after the first attempt started
-  // Holds the downstream (and so the exchange) while it waits for a stage.
+  // A hold (and so one on the downstream) while it waits for a stage.
   bool parked_ = false;
 };
 
