@@ -6,7 +6,8 @@ packages=(build-essential cmake ninja-build pkg-config python3 curl
   libboost1.81-dev node-llhttp libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev libsystemd-dev libssl-dev openssl liburing-dev
   wrk haproxy nginx-light
-  clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server groff-base ccache)
+  clang libclang-rt-14-dev clang-tidy python3-h11 procps redis-server groff-base ccache
+  libnghttp2-dev nghttp2-client python3-h2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
