@@ -434,12 +434,23 @@ SSL* new_client_ssl(const TlsClientConfig& config, std::string_view host) {
   return ssl;
 }
 
+namespace {
+// OpenSSL's info callback, for every session: notes the peer's close_notify alert.
+void note_close_notify(const SSL* ssl, int where, int ret) {
+  if ((where & SSL_CB_READ_ALERT) == 0 || (ret & 0xff) != SSL_AD_CLOSE_NOTIFY) return;
+  if (auto* session = static_cast<TlsSession*>(SSL_get_app_data(ssl)); session != nullptr) {
+    session->close_notify_received = true;
+  }
+}
+}  // namespace
+
 TlsSession::TlsSession(std::shared_ptr<const TlsServerConfig> config, const TlsListener& listener)
     : config_(std::move(config)) {
   ssl_ = new_on_pair(listener.ctx, net_);
   if (ssl_ == nullptr) return;
   SSL_set_accept_state(ssl_);
-  SSL_set_app_data(ssl_, this);  // the ClientHello callback's gate
+  SSL_set_app_data(ssl_, this);  // the ClientHello callback's gate, note_close_notify
+  SSL_set_info_callback(ssl_, &note_close_notify);
   early_phase = SSL_get_max_early_data(ssl_) > 0;
 }
 
@@ -452,6 +463,8 @@ TlsSession::TlsSession(std::shared_ptr<const TlsClientConfig> config, std::strin
     return;
   }
   ssl_ = ssl;
+  SSL_set_app_data(ssl_, this);
+  SSL_set_info_callback(ssl_, &note_close_notify);
 }
 
 std::string_view TlsSession::verify_failure() const noexcept {

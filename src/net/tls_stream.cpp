@@ -207,6 +207,15 @@ bool Stream::tls_read_step(bool& want_read) {
     return false;
   }
   if (e == SSL_ERROR_WANT_WRITE) return false;
+  if (e == SSL_ERROR_ZERO_RETURN && !tls_->close_notify_received && tls_error_) {
+    // SSL_OP_IGNORE_UNEXPECTED_EOF makes the end of the socket look like close_notify, but the
+    // socket was reset, not closed: the read fails with the reset (HTTP must not take a
+    // close-delimited body cut by it for a whole one).
+    ERR_clear_error();
+    const ReadOp op = std::exchange(app_read_, ReadOp{});
+    complete(op.done, tls_error_, 0);
+    return true;
+  }
   if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && tls_eof_ && !tls_error_)) {
     // close_notify, or the peer closed the socket (truncation is EOF: HTTP frames itself).
     ERR_clear_error();

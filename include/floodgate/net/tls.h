@@ -144,6 +144,9 @@ class TlsSession {
   bool read_early = false;
   bool early_data = false;
   bool failed = false;  // a fatal error: nothing more is read or written
+  // The peer's close_notify arrived. Under SSL_OP_IGNORE_UNEXPECTED_EOF OpenSSL reports the end
+  // of the socket as one too; the stream tells a reset from the end of the data with this.
+  bool close_notify_received = false;
   bool handshake_reported = false;
   // The server's ClientHello gate: the ClientHello callback pauses the handshake once the
   // whole ClientHello is in (before any signature or key exchange), the stream asks its owner

@@ -7,8 +7,11 @@
 // are skipped).
 #include "floodgate/net/stream.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -203,6 +206,51 @@ TEST_P(TlsRecordTest, APeerClosingWithoutCloseNotifyEndsTheReadWithEofAfterItsDa
   const error_code eof = boost::asio::error::eof;
   EXPECT_EQ(client.read_error, eof) << client.read_error.message();
   EXPECT_EQ(client.read_error_bytes, 0U);
+}
+
+// A connected pair of non-blocking TCP sockets on 127.0.0.1 (a reset needs TCP).
+std::array<int, 2> tcp_pair() {
+  std::array<int, 2> fds{-1, -1};
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::listen(listener, 1), 0);
+  EXPECT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  fds[0] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(::connect(fds[0], reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+  fds[1] = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ::close(listener);
+  for (const int fd : fds) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fds;
+}
+
+// A reset is not an end: a body delimited by the connection's close must not be taken as
+// whole when the peer's TCP connection was reset instead (with SSL_OP_IGNORE_UNEXPECTED_EOF,
+// OpenSSL reports both as the end of the stream; the engine knows which it saw).
+TEST_P(TlsRecordTest, APeerWhoseConnectionIsResetEndsTheReadWithTheResetNotEof) {
+  const auto [client_fd, server_fd] = tcp_pair();
+  Peer& client = tls_client(client_fd);
+  Peer& server = tls_server(server_fd);
+  server.read_until(kRequest.size(), [](Peer& s) { s.write(std::string(kResponse), nullptr); });
+  client.write(std::string(kRequest), [this, &server, fd = server_fd](Peer& c) {
+    c.read_until(kResponse.size(), [this, &server, fd](Peer& has_it) {
+      // The client has the whole response; now the server's socket is reset (no close_notify,
+      // no FIN: SO_LINGER with a zero timeout).
+      const linger reset{1, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+      server.stream.close();
+      has_it.read_until(kUntilTheEnd, stop_step());
+    });
+  });
+  run();
+  EXPECT_EQ(client.handshake, Handshake::ok);
+  EXPECT_EQ(client.received, kResponse);
+  const error_code eof = boost::asio::error::eof;
+  EXPECT_TRUE(client.read_error);
+  EXPECT_NE(client.read_error, eof) << client.read_error.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(BothInterfaces, TlsRecordTest,
