@@ -200,15 +200,24 @@ TEST(RateTable, TwoThreadsMakingTheSameIdentitiesEndWithOneBucketEach) {
   work(got[0]);
   other.join();
   // A thread whose bucket lost to the other thread's (see rate_table.h) can tell: the entry it
-  // got is no longer current. Every other entry is the identity's one bucket.
+  // got is no longer current. Every other entry is the identity's one bucket. A thread may
+  // also give up when the other kept winning the race or was descheduled mid-make (busy, never
+  // "full": the table has room for all): rare, but a slow or sanitized run sees it.
   for (const std::vector<RateTable::Entry>& entries : got) {
     for (int n = 0; n < 400; ++n) {
       const RateTable::Entry& e = entries[static_cast<std::size_t>(n)];
-      ASSERT_TRUE(e) << n;
+      if (!e) {
+        EXPECT_TRUE(e.busy) << n;
+        continue;
+      }
       EXPECT_TRUE(table.find(id(n)).cell == e.cell || !table.current(e)) << n;
     }
   }
-  EXPECT_EQ(table.live(), 400u);  // one bucket each: a second one would be counted
+  // One bucket each, for every identity either thread made: a second one would be counted.
+  uint32_t made = 0;
+  for (int n = 0; n < 400; ++n) made += table.find(id(n)) ? 1U : 0U;
+  EXPECT_EQ(table.live(), made);
+  EXPECT_GE(made, 300U);  // giving up is the exception
 }
 
 class Rule : public ::testing::Test {
