@@ -435,6 +435,16 @@ void Poller::stop() {
 }
 
 // The loop's turns, inlined into run() (a turn costs no call of its own) and run_once().
+// What is queued runs first: work posted and sent from other threads, the ready list, one
+// heavy target. False when that work stopped the loop.
+[[gnu::always_inline]] inline bool Poller::run_queued() {
+  run_posted();
+  run_inbox();
+  run_ready();
+  run_heavy();
+  return !stopped_;
+}
+
 // How long a turn may block: until the next timer is due, and no longer than `cap`.
 [[gnu::always_inline]] inline std::optional<std::chrono::nanoseconds> Poller::turn_wait(
     std::optional<std::chrono::nanoseconds> cap) const {
@@ -447,11 +457,7 @@ void Poller::stop() {
 }
 
 [[gnu::always_inline]] inline void Poller::uring_turn(std::optional<std::chrono::nanoseconds> cap) {
-  run_posted();
-  run_inbox();
-  run_ready();
-  run_heavy();
-  if (stopped_) return;
+  if (!run_queued()) return;
   submit_wanted_io();
   // The reads and writes just submitted complete at once, so a wait for one completion
   // returns then.
@@ -463,11 +469,7 @@ void Poller::stop() {
 }
 
 [[gnu::always_inline]] inline void Poller::epoll_turn(std::optional<std::chrono::nanoseconds> cap) {
-  run_posted();
-  run_inbox();
-  run_ready();
-  run_heavy();
-  if (stopped_) return;
+  if (!run_queued()) return;
   const int n = wait_epoll(batch().data(), turn_wait(cap));
   now_ = clock_.now();
   if (n < 0) {

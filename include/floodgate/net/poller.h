@@ -228,6 +228,7 @@ class Poller {
   std::optional<std::chrono::nanoseconds> turn_wait(
       std::optional<std::chrono::nanoseconds> cap) const;
   void enable_ring();
+  bool run_queued();
   void dispatch(int n);
   void run_ready();
   void run_heavy();

@@ -301,6 +301,15 @@ class FakeClient final : public Downstream {
   bool writing_ = false;
 };
 
+// The pool admits one request at a time and queues the next for up to 1 s.
+ResilienceParams one_at_a_time() {
+  ResilienceParams pool;
+  pool.max_active_requests = 1;
+  pool.max_pending_requests = 4;
+  pool.pending_timeout = 1s;
+  return pool;
+}
+
 class ExchangeRun : public ::testing::Test {
  protected:
   ~ExchangeRun() override {
@@ -378,7 +387,19 @@ class ExchangeRun : public ::testing::Test {
     return conn;
   }
 
+  // A pool of one request at a time (one_at_a_time): `first` holds its slot at the backend,
+  // whose connection is returned, and `second` waits in the queue behind it.
+  Fd queue_behind_one(FakeClient& first, FakeClient& second) {
+    backend_ = listen_loopback();
+    make_reactor({local_port(backend_.get())}, {}, one_at_a_time());
+    start(first);
+    Fd conn = backend_takes_request(backend_);
+    start(second);
+    return conn;
+  }
+
   ManualClock clock_;
+  Fd backend_;  // queue_behind_one()'s
   AccessLog access_log_{LogParams{.access_log = "off"}, 1};
   std::shared_ptr<const Snapshot> snap_;
   std::unique_ptr<Reactor> reactor_;
@@ -442,24 +463,12 @@ TEST_F(ExchangeRun, AnExchangeGoesBackToThePoolOnceItsDownstreamLetsGo) {
   EXPECT_EQ(second.status, 200);
 }
 
-// The pool admits one request at a time and queues the next for up to 1 s.
-ResilienceParams one_at_a_time() {
-  ResilienceParams pool;
-  pool.max_active_requests = 1;
-  pool.max_pending_requests = 4;
-  pool.pending_timeout = 1s;
-  return pool;
-}
-
 TEST_F(ExchangeRun, AQueuedRequestWaitsForAPoolSlotAndGoesOnWhenOneFrees) {
-  const Fd backend = listen_loopback();
-  make_reactor({local_port(backend.get())}, {}, one_at_a_time());
   FakeClient& first = new_client();
   FakeClient& second = new_client();
-  start(first);
-  const Fd conn = backend_takes_request(backend);
+  const Fd conn = queue_behind_one(first, second);
   ASSERT_TRUE(conn);
-  Exchange& queued = start(second);
+  Exchange& queued = *second.ex;
   EXPECT_EQ(queued.phase, Exchange::Phase::queued);
   EXPECT_TRUE(second.watching);  // the downstream watches for its client going away
   EXPECT_EQ(second.holds, 1);    // the parked exchange holds it
@@ -481,14 +490,10 @@ TEST_F(ExchangeRun, AQueuedRequestWaitsForAPoolSlotAndGoesOnWhenOneFrees) {
 }
 
 TEST_F(ExchangeRun, AQueuedRequestIsTurnedAwayWhenItsPendingTimeoutPassesOnTheLoopsClock) {
-  const Fd backend = listen_loopback();
-  make_reactor({local_port(backend.get())}, {}, one_at_a_time());
   FakeClient& first = new_client();
   FakeClient& second = new_client();
-  start(first);
-  const Fd conn = backend_takes_request(backend);
+  const Fd conn = queue_behind_one(first, second);
   ASSERT_TRUE(conn);
-  start(second);
   clock_.advance(999ms);
   settle();
   EXPECT_FALSE(second.finished());  // 1 ms before its deadline
@@ -503,14 +508,11 @@ TEST_F(ExchangeRun, AQueuedRequestIsTurnedAwayWhenItsPendingTimeoutPassesOnTheLo
 }
 
 TEST_F(ExchangeRun, AClientGoneWhileQueuedGivesUpItsPlaceAndItsHold) {
-  const Fd backend = listen_loopback();
-  make_reactor({local_port(backend.get())}, {}, one_at_a_time());
   FakeClient& first = new_client();
   FakeClient& second = new_client();
-  start(first);
-  const Fd conn = backend_takes_request(backend);
+  const Fd conn = queue_behind_one(first, second);
   ASSERT_TRUE(conn);
-  Exchange& queued = start(second);
+  Exchange& queued = *second.ex;
   second.went_away = true;
   queued.abandon();  // as a closing connection does
   EXPECT_EQ(snap_->upstreams[0]->pool->admission.pending(), 0);
