@@ -594,6 +594,7 @@ void Session::finish_head(HeadBuild& b, bool end_stream) {
   h.fields.entries = b.storage.fields;
   h.version_major = 2;
   h.version_minor = 0;
+  h.h2 = true;
   h.keep_alive = true;
   h.method = method_code(h.method_name);
   if (h.method == HTTP_CONNECT) h.target = h.authority;  // host:port, as HTTP/1.1's target

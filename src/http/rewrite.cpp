@@ -159,7 +159,10 @@ constexpr std::string_view kHttp2Settings = "HTTP2-Settings";
 
 Reason inspect_request(const RequestHead& head, RequestFacts& facts) {
   facts = RequestFacts{};
-  if (head.version_major != 1 || head.version_minor > 1) return Reason::bad_request;
+  const bool h2 = head.h2;
+  if (h2 ? head.version_major != 2 : head.version_major != 1 || head.version_minor > 1) {
+    return Reason::bad_request;
+  }
   bool absolute = false;
   if (head.method == HTTP_CONNECT) {
     // authority-form (RFC 9112 section 3.2.3): host ":" port, nothing else.
@@ -229,12 +232,28 @@ Reason inspect_request(const RequestHead& head, RequestFacts& facts) {
         break;
     }
   }
+  if (h2 && !facts.connect) {
+    // HTTP/2's :authority is what Host says on HTTP/1.1 (RFC 9113 section 8.3.1), and
+    // replaces it: a Host field naming another host makes the request malformed. Without
+    // either there is no host to route on.
+    const std::string_view authority = head.authority;
+    if (!authority.empty()) {
+      if (!valid_authority(authority) || (hosts > 0 && !iequals(facts.host_header, authority))) {
+        return Reason::bad_request;
+      }
+      facts.host = facts.host_header = authority;
+    } else if (hosts == 0) {
+      return Reason::bad_request;
+    }
+  }
   // RFC 9112 section 3.2: an HTTP/1.1 request without Host is refused even in absolute-form.
-  if (hosts == 0 && head.version_minor == 1) return Reason::bad_request;
+  if (hosts == 0 && head.version_major == 1 && head.version_minor == 1) {
+    return Reason::bad_request;
+  }
   if (!connection_upgrade) facts.offers_h2c = facts.offers_other = false;
   facts.upgrade = facts.offers_other;  // h2c only once a route allows it (apply_h2c_policy)
   facts.keep_alive = head.keep_alive;
-  facts.has_body = head.chunked() || head.content_length > 0;
+  facts.has_body = head.chunked() || head.content_length > 0 || head.body == BodyFraming::stream;
   return Reason::none;
 }
 
@@ -334,7 +353,10 @@ bool write_request_head(const RequestHead& head, const RequestFacts& facts, cons
   }
   out.put("1.1 floodgate\r\n");
   out.header("X-Request-Id", fwd.request_id);
-  if (head.chunked()) out.put("Transfer-Encoding: chunked\r\n");
+  // An HTTP/2 body of no declared length (DATA frames up to END_STREAM) is re-chunked.
+  if (head.chunked() || head.body == BodyFraming::stream) {
+    out.put("Transfer-Encoding: chunked\r\n");
+  }
   if (facts.upgrade) write_upgrade(head, facts, out);
   out.put("\r\n");
   return out.ok();

@@ -65,6 +65,8 @@ struct RequestHead {
   std::string_view authority;
   uint8_t version_major = 1;
   uint8_t version_minor = 1;
+  // It came in an HTTP/2 stream (an HTTP/1 request line saying HTTP/2.0 is not one).
+  bool h2 = false;
   BodyFraming body = BodyFraming::none;
   uint64_t content_length = 0;  // BodyFraming::length: its value
   // The connection may carry another request after this one, as far as the head says

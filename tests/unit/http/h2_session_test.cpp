@@ -3,6 +3,7 @@
 // as RequestHead views, bodies under flow control, responses, the frame budget, new streams at
 // the caller's pace, the head caps, refused streams and the glitch counter's GOAWAYs.
 #include "floodgate/http/h2_session.h"
+#include "floodgate/http/rewrite.h"
 
 #include <gtest/gtest.h>
 #include <nghttp2/nghttp2.h>
@@ -717,6 +718,113 @@ TEST_F(H2Session, WithoutThePrefaceTheConnectionEndsWithProtocolError) {
   const std::string bytes = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
   const Session::Fed fed = server->feed(bytes.data(), bytes.size(), true, now);
   EXPECT_TRUE(fed.failed);
+}
+
+// -- The head an HTTP/1.1 backend receives for an HTTP/2 request (rewrite.h).
+
+class H2Forwarding : public H2Session {
+ protected:
+  // The stream's head after inspect_request: its reason, and the forwarded head's text.
+  Reason inspect(const std::vector<std::pair<std::string, std::string>>& fields,
+                 const std::string* body = nullptr) {
+    start();
+    Client c;
+    const int32_t id = c.request(fields, body);
+    exchange(c);
+    if (rec.streams.count(id) == 0 || !rec.at(id).head_seen) {
+      ADD_FAILURE() << "no head";
+      return Reason::count_;
+    }
+    const RequestHead& head = rec.at(id).head;
+    const Reason r = inspect_request(head, facts);
+    if (r != Reason::none) return r;
+    std::string out(16384, '\0');
+    Writer w(out.data(), out.size());
+    EXPECT_TRUE(write_request_head(head, facts, {.client_ip = "10.0.0.9", .request_id = "r1"}, w));
+    out.resize(w.size());
+    text = out;
+    return r;
+  }
+  RequestFacts facts;
+  std::string text;
+};
+
+TEST_F(H2Forwarding, TheAuthorityBecomesHostAndTheRequestLineHttp11) {
+  auto fields = get("/a?b=1");
+  fields.emplace_back("accept", "*/*");
+  ASSERT_EQ(inspect(fields), Reason::none);
+  EXPECT_EQ(facts.host, "example.com");
+  EXPECT_EQ(facts.host_header, "example.com");
+  EXPECT_EQ(facts.path, "/a?b=1");
+  EXPECT_TRUE(facts.keep_alive);
+  EXPECT_FALSE(facts.has_body);
+  EXPECT_EQ(text.substr(0, text.find("\r\n")), "GET /a?b=1 HTTP/1.1");
+  EXPECT_NE(text.find("\r\nHost: example.com\r\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\r\naccept: */*\r\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Transfer-Encoding"), std::string::npos) << text;
+}
+
+TEST_F(H2Forwarding, AHostFieldThatAgreesIsForwardedOnce) {
+  auto fields = get("/");
+  fields.emplace_back("host", "EXAMPLE.com");
+  ASSERT_EQ(inspect(fields), Reason::none);
+  EXPECT_EQ(text.find("\r\nHost: "), text.rfind("\r\nHost: ")) << text;
+  EXPECT_EQ(text.find("\r\nhost: "), std::string::npos) << text;
+}
+
+TEST_F(H2Forwarding, AHostFieldNamingAnotherHostIsABadRequest) {
+  auto fields = get("/");
+  fields.emplace_back("host", "other.example");
+  EXPECT_EQ(inspect(fields), Reason::bad_request);
+}
+
+TEST_F(H2Forwarding, WithoutAuthorityTheHostFieldNamesTheHost) {
+  ASSERT_EQ(inspect({{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {"host", "h.test"}}),
+            Reason::none);
+  EXPECT_EQ(facts.host, "h.test");
+}
+
+// A request with neither :authority nor Host has no host to route on: libnghttp2 takes it as
+// malformed (RFC 9113 section 8.3.1) and resets it.
+TEST_F(H2Session, WithoutAuthorityOrHostAStreamIsResetAsMalformed) {
+  start();
+  Client c;
+  const int32_t id = c.request({{":method", "GET"}, {":scheme", "http"}, {":path", "/"}});
+  exchange(c);
+  EXPECT_EQ(c.responses[id].reset_code, static_cast<uint32_t>(NGHTTP2_PROTOCOL_ERROR));
+  EXPECT_EQ(rec.heads, 0);
+}
+
+TEST_F(H2Forwarding, ABodyOfNoDeclaredLengthIsChunkedToTheBackend) {
+  auto fields = get("/up");
+  fields[0].second = "POST";
+  const std::string body = "data";
+  ASSERT_EQ(inspect(fields, &body), Reason::none);
+  EXPECT_TRUE(facts.has_body);
+  EXPECT_NE(text.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << text;
+}
+
+TEST_F(H2Forwarding, ABodyWithContentLengthKeepsIt) {
+  auto fields = get("/up");
+  fields[0].second = "POST";
+  fields.emplace_back("content-length", "4");
+  const std::string body = "data";
+  ASSERT_EQ(inspect(fields, &body), Reason::none);
+  EXPECT_NE(text.find("content-length: 4\r\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Transfer-Encoding"), std::string::npos) << text;
+}
+
+TEST_F(H2Forwarding, TeTrailersIsNotForwarded) {
+  auto fields = get("/");
+  fields.emplace_back("te", "trailers");
+  ASSERT_EQ(inspect(fields), Reason::none);
+  EXPECT_EQ(text.find("te:"), std::string::npos) << text;
+}
+
+TEST_F(H2Forwarding, AConnectRequestNamesItsTarget) {
+  ASSERT_EQ(inspect({{":method", "CONNECT"}, {":authority", "db.internal:5432"}}), Reason::none);
+  EXPECT_TRUE(facts.connect);
+  EXPECT_EQ(facts.authority, "db.internal:5432");
 }
 
 }  // namespace
