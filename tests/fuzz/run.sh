@@ -4,14 +4,14 @@
 # temporary directory, never into the repository; a crash's input is kept in $FUZZ_ARTIFACTS
 # (default: a temporary directory, printed) and fails the run. Targets run side by side, one
 # per core (FUZZ_JOBS overrides), each for SECONDS.
-#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (targets: request response probe config resp)
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (targets: request response probe config resp h2)
 # Prints each target's final libFuzzer line (executions, cov:, ft:) and stats.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$1 seconds=$2
 shift 2
 targets=("$@")
-((${#targets[@]})) || targets=(request response probe config resp)
+((${#targets[@]})) || targets=(request response probe config resp h2)
 artifacts=${FUZZ_ARTIFACTS:-$(mktemp -d /tmp/floodgate-fuzz-artifacts.XXXXXX)}
 mkdir -p "$artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
