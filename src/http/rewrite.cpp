@@ -415,6 +415,26 @@ bool write_response_head(const Parser& response, const ResponsePlan& plan, int c
   return out.ok();
 }
 
+int h2_response_fields(const Parser& response, h2::ResponseField* out, std::size_t max, char* names,
+                       std::size_t names_capacity) {
+  const ConnectionTokens named(response);
+  const bool no_length = response.status() < 200 || response.status() == 204;
+  std::size_t n = 0;
+  std::size_t used = 0;
+  for (uint32_t i = 0; i < response.field_count(); ++i) {
+    const Field f = response.field_kind(i);
+    if (hop_by_hop(f) || (no_length && f == Field::content_length)) continue;
+    const std::string_view name = response.field_name(i);
+    if (f != Field::content_length && named.names(name)) continue;
+    if (n == max || name.size() > names_capacity - used) return -1;
+    char* const lower = names + used;
+    for (std::size_t k = 0; k < name.size(); ++k) lower[k] = ascii::lower(name[k]);
+    used += name.size();
+    out[n++] = {{lower, name.size()}, response.field_value(i)};
+  }
+  return static_cast<int>(n);
+}
+
 namespace {
 
 // The status line phrase floodgate uses for `status`: the first reason that answers with it.

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "floodgate/core/reason.h"
+#include "floodgate/http/h2_session.h"
 #include "floodgate/http/parser.h"
 #include "floodgate/http/request_head.h"
 #include "floodgate/http/writer.h"
@@ -107,6 +108,15 @@ ResponsePlan plan_response(const Parser& response, bool head_request, int client
 // Writes the response head the client receives.
 bool write_response_head(const Parser& response, const ResponsePlan& plan, int client_minor,
                          Writer& out);
+
+// The response head an HTTP/2 client receives (RFC 9113 section 8.2.2), as fields for
+// h2::Session::submit_response: the backend's fields without the connection-specific ones
+// (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
+// Transfer-Encoding, Upgrade), Content-Length kept where it gives the body's length (not in a
+// 1xx or 204), names in lower case (HTTP/2 requires it) copied into `names`. Values view the
+// parser's bytes. Returns the number of fields, or -1 when `out` or `names` is too small.
+int h2_response_fields(const Parser& response, h2::ResponseField* out, std::size_t max, char* names,
+                       std::size_t names_capacity);
 
 // Chunked framing around `n` bytes of data (RFC 9112 section 7.1).
 inline void write_chunk_header(std::size_t n, Writer& out) {
