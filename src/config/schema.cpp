@@ -16,6 +16,7 @@
 #include "floodgate/config/resolve.h"
 #include "floodgate/upstream/admission.h"  // Admission::kMaxActive only: no link dependency
 #include "health_schema.h"
+#include "http2_schema.h"
 #include "resilience_schema.h"
 #include "rules.h"
 #include "table_reader.h"
@@ -71,6 +72,7 @@ struct KeyHome {
   std::string_view home;
 };
 constexpr std::string_view kServer = "[server]";
+constexpr std::string_view kHttp2 = "[server.http2]";
 constexpr std::string_view kUpstream = "an [[upstreams]] entry";
 constexpr std::string_view kRoute = "a [[routes]] entry";
 constexpr std::string_view kLog = "[log]";
@@ -108,10 +110,22 @@ constexpr auto kKeyHomes = std::to_array<KeyHome>({
     {"max_unsent_bytes", kServer},
     {"handshake_timeout", kServer},
     {"max_opening_connections", kServer},
+    {"max_requests_per_connection", kServer},
     {"drain_timeout", kServer},
     {"retirement_grace", kServer},
     {"max_buffers_per_reactor", kServer},
     {"trusted_proxies", kServer},
+    {"http2", "[server], as [server.http2]"},
+    {"max_concurrent_streams", kHttp2},
+    {"min_concurrent_streams", kHttp2},
+    {"stream_window", kHttp2},
+    {"connection_window", kHttp2},
+    {"max_header_list_bytes", kHttp2},
+    {"max_continuations", kHttp2},
+    {"glitch_threshold", kHttp2},
+    {"max_frames_per_turn", kHttp2},
+    {"h2c_listen", kHttp2},
+    {"alpn", "a [[server.tls]] entry"},
     {"level", kLog},
     {"access_log", kLog},
     {"access_log_format", kLog},
@@ -301,11 +315,16 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   r.integer("max_unsent_bytes", 0, 67'108'864, p.max_unsent_bytes);
   r.duration("handshake_timeout", Zero::rejected, p.handshake_timeout);
   r.integer("max_opening_connections", 16, 1'000'000, p.max_opening_connections);
+  r.integer("max_requests_per_connection", 0, 1'000'000'000, p.max_requests_per_connection);
   marks.drain_timeout_ok = r.duration("drain_timeout", Zero::allowed, p.drain_timeout);
   marks.retirement_grace_ok = r.duration("retirement_grace", Zero::allowed, p.retirement_grace);
   marks.retirement_grace_at = r.position("retirement_grace");
   marks.trusted_proxies_ok = read_trusted_proxies(r, p.trusted_proxies);
-  read_server_tls(r, p, r.peek("listen") != nullptr);
+  const bool tls_listen_ok = read_server_tls(r, p, r.peek("listen") != nullptr);
+  // After [[server.tls]]: h2c_listen names plain listeners, which only then are all known.
+  r.table("http2", std::string(kHttp2), [&](TableReader& t) {
+    read_http2(t, p, marks.server_listen_ok && tls_listen_ok);
+  });
 }
 
 Parsed<std::string> parse_token_file_path(std::string_view path) {

@@ -71,13 +71,48 @@ Parsed<std::string> parse_server_name(std::string_view text) {
   return P::ok(std::move(out));
 }
 
-void read_entry(TableReader& t, net::TlsCertParams& p) {
+// An ALPN protocol ID floodgate speaks. IDs are compared byte for byte (RFC 7301), so "H2" is
+// not "h2"; "h2c" is HTTP/2 without TLS, which no TLS handshake offers.
+Parsed<std::string> parse_alpn_protocol(std::string_view text) {
+  using P = Parsed<std::string>;
+  if (text == "h2" || text == "http/1.1") return P::ok(std::string(text));
+  std::string why = quoted(text) + " is not a protocol floodgate offers by ALPN; use \"h2\" " +
+                    "or \"http/1.1\"";
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "h2c") {
+    why += " (h2c is HTTP/2 without TLS: list the plain listener in server.http2.h2c_listen)";
+  } else if (lower == "h2" || lower == "http/1.1") {
+    why += " (ALPN names are case-sensitive)";
+  }
+  return P::fail(std::move(why));
+}
+
+// alpn: the protocols this certificate's handshakes offer, in order of preference; at least
+// one, each once (a duplicate is texts()'s error).
+void read_alpn(TableReader& t, net::TlsCertParams& p) {
+  constexpr std::string_view kExample = R"(alpn = ["h2", "http/1.1"])";
+  const toml::node* n = t.peek("alpn");
+  if (n != nullptr && n->is_array() && n->as_array()->empty()) {
+    t.find("alpn");
+    return t.error("alpn", "is empty; offer at least one protocol, e.g. " +
+                               std::string(kExample) + " (the default), or [\"http/1.1\"] to " +
+                               "keep this certificate's clients on HTTP/1.1");
+  }
+  t.texts("alpn", "\"h2\"", parse_alpn_protocol, p.alpn);
+}
+
+// Returns whether `listen` was read valid (the entry's listeners are known).
+bool read_entry(TableReader& t, net::TlsCertParams& p) {
+  bool listen_ok = false;
   if (t.require("listen", R"(listen = ["0.0.0.0:443"])")) {
-    t.endpoints("listen", PortRule::zero_allowed, p.listen);
+    listen_ok = t.endpoints("listen", PortRule::zero_allowed, p.listen);
     if (p.listen.empty() && t.peek("listen") != nullptr && t.peek("listen")->is_array()) {
       t.error("listen",
               "is empty; list the addresses that speak TLS with this certificate, "
               "e.g. listen = [\"0.0.0.0:443\"]");
+      listen_ok = false;
     }
   }
   if (t.require("certificate", R"(certificate = "/etc/floodgate/example.com.pem")")) {
@@ -94,23 +129,30 @@ void read_entry(TableReader& t, net::TlsCertParams& p) {
     p.ciphers = *ciphers;
   }
   t.boolean("session_tickets", "session_tickets = true", p.session_tickets);
+  read_alpn(t, p);
+  return listen_ok;
 }
 
 }  // namespace
 
-void read_server_tls(TableReader& r, ServerParams& p, bool listen_written) {
+bool read_server_tls(TableReader& r, ServerParams& p, bool listen_written) {
   struct Where {
     std::string path;  // "server.tls[0]"
     Position certificate, private_key, ciphers, server_names;
   };
   std::vector<Where> where;
   const int errors_before = r.out().error_count();
+  bool listen_ok = true;
   r.tables("tls", "[[server.tls]]", "", [&](TableReader& t, size_t i) {
-    read_entry(t, p.tls.emplace_back());
+    listen_ok = read_entry(t, p.tls.emplace_back()) && listen_ok;
     where.push_back({"server.tls[" + std::to_string(i) + "]", t.position("certificate"),
                      t.position("private_key"), t.position("ciphers"), t.position("server_names")});
   });
-  if (p.tls.empty()) return;
+  // An element that is not a table was never read: its listeners are unknown too.
+  const toml::node* written = r.peek("tls");
+  const toml::array* entries = written != nullptr ? written->as_array() : nullptr;
+  listen_ok = listen_ok && (written == nullptr || (entries && entries->size() == p.tls.size()));
+  if (p.tls.empty()) return listen_ok;
   // The files, as a generation will read them: an unusable one is an error at its key.
   if (r.out().error_count() == errors_before && where.size() == p.tls.size()) {
     net::TlsServerConfig::Error e;
@@ -145,6 +187,7 @@ void read_server_tls(TableReader& r, ServerParams& p, bool listen_written) {
       }
     }
   }
+  return listen_ok;
 }
 
 void read_upstream_tls(TableReader& r, net::TlsClientParams& p) {

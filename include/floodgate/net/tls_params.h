@@ -31,6 +31,9 @@ struct TlsCertParams {
   TlsVersion min_version = TlsVersion::tls1_2;
   std::string ciphers;  // TLS 1.2 suites in OpenSSL's syntax; empty = kDefaultTls12Ciphers
   bool session_tickets = true;
+  // The protocols offered by ALPN, in order of preference: "h2" and "http/1.1", each at most
+  // once, at least one.
+  std::vector<std::string> alpn{"h2", "http/1.1"};
   bool operator==(const TlsCertParams&) const = default;
 };
 

@@ -1,5 +1,6 @@
-// Server-wide parameters of the data plane ([server], [admin] and [log] in the configuration).
-// Plain immutable values, filled by config/ and read by reactors through the active snapshot.
+// Server-wide parameters of the data plane ([server] with [server.http2], [admin] and [log] in
+// the configuration). Plain immutable values, filled by config/ and read by reactors through
+// the active snapshot.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,30 @@
 namespace floodgate {
 
 using Millis = std::chrono::milliseconds;
+
+// HTTP/2 from clients ([server.http2]): what floodgate advertises in its SETTINGS and the
+// limits it enforces on each connection (http/h2_session.h). A connection takes the values of
+// the generation it was accepted under; a reload applies to connections accepted after it.
+struct Http2Params {
+  // SETTINGS_MAX_CONCURRENT_STREAMS: a stream counts until its exchange has ended (its backend
+  // attempt included), even after a reset.
+  uint32_t max_concurrent_streams = 100;
+  // The floor the advertised limit shrinks to while the reactor is under pressure (the front
+  // cap, the adaptive ceiling or loop lag); at most max_concurrent_streams.
+  uint32_t min_concurrent_streams = 10;
+  uint32_t stream_window = 65536;          // SETTINGS_INITIAL_WINDOW_SIZE: a request body's window
+  uint32_t connection_window = 1048576;    // all request bodies of a connection; >= stream_window
+  uint32_t max_header_list_bytes = 65536;  // decoded, name + value + 32 per field -> 431
+  uint32_t max_continuations = 8;          // CONTINUATION frames after one HEADERS; more ends it
+  // Misbehaviour points a connection may collect within a minute: at 75 % a graceful GOAWAY,
+  // at 100 % GOAWAY ENHANCE_YOUR_CALM. 0 = no bound.
+  uint32_t glitch_threshold = 200;
+  uint32_t max_frames_per_turn = 64;  // frames one connection has processed per loop turn
+  // The plain listeners (each one of server.listen, as written there) that accept HTTP/2 with
+  // prior knowledge (h2c). A TLS listener offers h2 by ALPN instead (TlsCertParams::alpn).
+  std::vector<Endpoint> h2c_listen{};
+  bool operator==(const Http2Params&) const = default;
+};
 
 struct ServerParams {
   // Every listener, plain (server.listen) and TLS (the [[server.tls]] entries' listen, once
@@ -39,6 +64,10 @@ struct ServerParams {
   // Connections that have not completed their first request head, for the whole process (each
   // reactor keeps its share): at the bound a new one closes the oldest.
   uint32_t max_opening_connections = 1024;
+  // Requests one client connection may carry, then it ends gracefully (HTTP/1.1: Connection:
+  // close on the last response; HTTP/2: GOAWAY), so that clients spread over new connections
+  // as the load balancer in front rebalances. 0 = no bound.
+  uint32_t max_requests_per_connection = 0;
   Millis drain_timeout{30'000};     // SIGTERM: finish in-flight requests for at most this long
   Millis retirement_grace{30'000};  // reload: how long the old generation's requests may run
   IoMode io = IoMode::automatic;    // event loop interface; fixed while floodgate runs
@@ -49,6 +78,7 @@ struct ServerParams {
   // scoped rate limits (and the access log's client) is the right-most X-Forwarded-For address
   // that is not one of them (request_key.h), from any other the peer's own address.
   std::vector<IpRange> trusted_proxies{};
+  Http2Params http2{};  // [server.http2]
   bool operator==(const ServerParams&) const = default;
 };
 

@@ -164,6 +164,20 @@ burst = 20
   EXPECT_EQ(changed(d, "tables"), R"(["server"])");
 }
 
+TEST(ConfigDiff, ReportsHttp2AndRequestsPerConnectionAsTheServerTable) {
+  const config::Config a = parse(kBase);
+  const config::Config http2 = parse(std::string(R"(
+[server.http2]
+max_concurrent_streams = 50
+)") + kBase);
+  EXPECT_EQ(changed(config_diff(a, http2), "tables"), R"(["server"])");
+  const config::Config per_connection = parse(std::string(R"(
+[server]
+max_requests_per_connection = 1000
+)") + kBase);
+  EXPECT_EQ(changed(config_diff(a, per_connection), "tables"), R"(["server"])");
+}
+
 TEST(ConfigDiff, ReportsTheQuotaThatDiffers) {
   const config::Config a = parse(kBase);
   const config::Config b = parse(std::string(R"(

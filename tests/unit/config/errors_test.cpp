@@ -19,8 +19,9 @@ TEST(ConfigErrors, RejectsAnUnknownKeyListingTheKnownOnes) {
       "test.toml:2:1: error: server.threads: unknown key 'threads' in [server]; expected "
       "one of: listen, workers, io, max_header_bytes, max_headers, max_uri_bytes, "
       "max_body_bytes, max_buffers_per_reactor, header_timeout, idle_timeout, "
-      "send_timeout, max_unsent_bytes, handshake_timeout, max_opening_connections, drain_timeout, "
-      "retirement_grace, trusted_proxies, tls");
+      "send_timeout, max_unsent_bytes, handshake_timeout, max_opening_connections, "
+      "max_requests_per_connection, drain_timeout, retirement_grace, trusted_proxies, tls, "
+      "http2");
 }
 
 TEST(ConfigErrors, SuggestsTheClosestKeyForATypo) {
@@ -121,6 +122,8 @@ INSTANTIATE_TEST_SUITE_P(Keys, ConfigRanges,
                                            RangeCase{"server", "max_header_bytes", 256, 1'048'576},
                                            RangeCase{"server", "max_headers", 1, 10'000},
                                            RangeCase{"server", "max_uri_bytes", 16, 1'048'576},
+                                           RangeCase{"server", "max_requests_per_connection", 0,
+                                                     1'000'000'000},
                                            RangeCase{"upstream", "keepalive", 0, 100'000}),
                          [](const auto& info) { return std::string(info.param.key); });
 

@@ -27,6 +27,8 @@ TEST(ConfigLoad, UsesStructDefaultsForEverythingNotWritten) {
   EXPECT_EQ(r.config->server.max_header_bytes, server.max_header_bytes);
   EXPECT_EQ(r.config->server.header_timeout, server.header_timeout);
   EXPECT_EQ(r.config->server.io, IoMode::automatic);
+  EXPECT_EQ(r.config->server.max_requests_per_connection, server.max_requests_per_connection);
+  EXPECT_EQ(r.config->server.http2, server.http2);
   EXPECT_EQ(r.config->admin.listen, AdminParams{}.listen);
   EXPECT_EQ(r.config->log.level, LogLevel::info);
   EXPECT_EQ(r.config->log.access_log, "stderr");
@@ -63,6 +65,7 @@ max_uri_bytes = 4096
 max_body_bytes = 1048576
 header_timeout = "5s"
 idle_timeout = "2m"
+max_requests_per_connection = 1000
 drain_timeout = "0"
 
 [admin]
@@ -113,6 +116,7 @@ TEST(ConfigLoad, ReadsEveryServerAdminAndLogKey) {
   EXPECT_EQ(s.max_body_bytes, 1048576u);
   EXPECT_EQ(s.header_timeout, 5s);
   EXPECT_EQ(s.idle_timeout, 2min);
+  EXPECT_EQ(s.max_requests_per_connection, 1000u);
   EXPECT_EQ(s.drain_timeout, 0ms);
   EXPECT_EQ(r.config->admin.listen, (Endpoint{"::1", 9902, "[::1]:9902"}));
   EXPECT_EQ(r.config->log.level, LogLevel::debug);
