@@ -20,7 +20,8 @@ Ref<ClientConnection> ClientConnection::accept(Reactor& reactor, int fd, const s
 }
 
 ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls)
-    : ClientConnection(reactor, fd, peer, tls) {
+    : ClientConnection(reactor, fd, peer, tls),
+      max_requests_(reactor.snapshot().server.max_requests_per_connection) {
   reactor_.exchanges().reserve(1);  // its requests' exchange, one at a time
 }
 
@@ -97,6 +98,7 @@ void ClientConn::start_request() {
 void ClientConn::begin_request() {
   phase_ = Phase::head;
   in_pos_ = 0;
+  ++requests_;
   if (ex_ == nullptr) ex_ = &reactor_.exchanges().acquire(*this, facts_);
   ex_->begin(reactor_.current(), reactor_.poller().clock().now(), in_len_);
 }
@@ -169,14 +171,15 @@ void ClientConn::respond(const Decision& d) {
 // OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a
 // path to match it with: floodgate answers for itself, with what it forwards.
 void ClientConn::answer_options() {
-  const bool close = !ex_->facts.keep_alive || !ex_->request_parsed || reactor_.draining();
+  const bool close =
+      !ex_->facts.keep_alive || !ex_->request_parsed || reactor_.draining() || last_request();
   write_generated(http::options_response(close), close);
 }
 
 // The unread rest of a rejected request cannot be told apart from a next request: close.
 bool ClientConn::generated_closes(Reason reason) const noexcept {
   return http::closes_connection(reason) || !ex_->facts.keep_alive || !ex_->request_parsed ||
-         reactor_.draining();
+         reactor_.draining() || last_request();
 }
 
 // Writes a response floodgate made (static bytes), then finishes the request; `close` ends the
@@ -330,8 +333,10 @@ Reason ClientConn::response_head(const http::Parser& head, bool interim) {
     return out_.put_head(&head, minor, ex_->head_bytes_out);
   }
   // An upgrade the backend declined leaves the client connection in an unknown state.
-  // A draining reactor closes the connection after this response: say so.
-  const bool keep = ex_->facts.keep_alive && !ex_->facts.upgrade && !reactor_.draining();
+  // A draining reactor closes the connection after this response, as does the last request
+  // max_requests_per_connection allows: say so.
+  const bool keep =
+      ex_->facts.keep_alive && !ex_->facts.upgrade && !reactor_.draining() && !last_request();
   const http::ResponsePlan plan = http::plan_response(head, ex_->head_request, minor, keep);
   return out_.put_head(&head, minor, ex_->head_bytes_out, &plan);
 }
@@ -351,7 +356,7 @@ void ClientConn::finish_request(bool close_client) {
   // with the connection for its next request (begin_request begins it again).
   for (Attempt& a : ex_->attempts) a.release_buffers();
   out_.release();
-  if (close_client || reactor_.draining()) return linger_close();
+  if (close_client || reactor_.draining() || last_request()) return linger_close();
   // Keep-alive: move pipelined bytes to the front of in_.
   const std::size_t leftover = in_len_ - in_pos_;
   phase_ = Phase::idle;

@@ -116,6 +116,9 @@ class ClientConn final : public ClientConnection, public Downstream {
   const Snapshot& request_snapshot() const noexcept {
     return ex_ != nullptr ? ex_->snapshot() : reactor_.snapshot();
   }
+  // The request in progress is the last one server.max_requests_per_connection allows (as the
+  // connection was accepted with): its response closes the connection.
+  bool last_request() const noexcept { return max_requests_ != 0 && requests_ >= max_requests_; }
   bool in_exchange(Exchange::Phase p) const noexcept {
     return phase_ == Phase::exchange && ex_->phase == p;
   }
@@ -144,6 +147,11 @@ class ClientConn final : public ClientConnection, public Downstream {
   bool client_writing_ = false;
   bool lingering_ = false;
   int tunnel_open_ = 0;  // directions of a tunnel still open
+
+  // Requests begun on this connection, and server.max_requests_per_connection when it was
+  // accepted (0 = no bound).
+  uint32_t requests_ = 0;
+  uint32_t max_requests_ = 0;
 
   // Where an idle connection's next bytes land, so that it holds no pooled buffer.
   char landing_[1024];

@@ -230,3 +230,35 @@ class Forwarding(FloodgateTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RequestsPerConnection(FloodgateTestCase):
+    """server.max_requests_per_connection: the last request a connection may carry is answered
+    with Connection: close, whoever answers it, and the connection ends."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     server={"max_requests_per_connection": 3})
+
+    def test_the_last_request_a_connection_may_carry_closes_it(self):
+        with self.fg.conn() as c:
+            for i in range(2):
+                r = c.request("GET", "/echo?n=%d" % i)
+                self.assertEqual(r.status, 200, r)
+                self.assertNotIn("close", r.connection_tokens(), r)
+            r = c.request("GET", "/echo?n=2")
+            self.assertEqual(r.status, 200, r)
+            self.assertIn("close", r.connection_tokens(), r)
+            c.wait_closed()
+
+    def test_floodgates_own_answer_to_the_last_request_closes_it_too(self):
+        with self.fg.conn() as c:
+            for i in range(2):
+                self.assertEqual(c.request("GET", "/echo?own=%d" % i).status, 200)
+            r = c.request("OPTIONS", "*")
+            self.assertEqual(r.status, 200, r)
+            self.assertIn("close", r.connection_tokens(), r)
+            c.wait_closed()
