@@ -192,8 +192,16 @@ struct Session::Callbacks {
     return 0;
   }
 
-  static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
     Session& s = of(ud);
+    const int32_t id = frame->hd.stream_id;
+    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 &&
+        nghttp2_session_get_stream_remote_close(session, id) == 0) {
+      // The response is whole before the request (RFC 9113 section 8.1): the client may stop
+      // sending, without error.
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+    }
     if (frame->hd.type == NGHTTP2_DATA) {
       ++s.data_frames_sent_;
     } else if (frame->hd.type == NGHTTP2_GOAWAY) {

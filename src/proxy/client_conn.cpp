@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "floodgate/proxy/reactor.h"
+#include "h2_conn.h"
 
 namespace floodgate::proxy {
 
@@ -15,13 +16,15 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 Ref<ClientConnection> ClientConnection::accept(Reactor& reactor, int fd, const sockaddr* peer,
-                                               const net::TlsListener* tls) {
-  return Ref<ClientConnection>(new ClientConn(reactor, fd, peer, tls));
+                                               const net::TlsListener* tls, bool h2c) {
+  return Ref<ClientConnection>(new ClientConn(reactor, fd, peer, tls, h2c));
 }
 
-ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls)
+ClientConn::ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls,
+                       bool h2c)
     : ClientConnection(reactor, fd, peer, tls),
-      max_requests_(reactor.snapshot().server.max_requests_per_connection) {
+      max_requests_(reactor.snapshot().server.max_requests_per_connection),
+      h2c_(h2c) {
   reactor_.exchanges().reserve(1);  // its requests' exchange, one at a time
 }
 
@@ -73,6 +76,11 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
   }
   switch (phase_) {
     case Phase::idle:
+      if (requests_ == 0) {
+        bool wait = false;
+        if (hand_over_to_h2(wait)) return;  // this connection is closed now
+        if (wait) return do_client_read();
+      }
       start_request();
       return parse_head();
     case Phase::head:
@@ -84,6 +92,20 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
     case Phase::closing:
       return;
   }
+}
+
+bool ClientConn::hand_over_to_h2(bool& wait) {
+  static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  if (!h2c_) return false;
+  const std::string_view got(in_data(), std::min(in_len_, kPreface.size()));
+  if (got != kPreface.substr(0, got.size())) return false;  // HTTP/1.1
+  if (got.size() < kPreface.size()) {
+    wait = true;
+    return false;
+  }
+  const Ref<ClientConnection> h2(new H2Conn(*this, in_data(), in_len_));
+  static_cast<H2Conn&>(*h2).start_handed_over();
+  return true;
 }
 
 void ClientConn::start_request() {

@@ -45,7 +45,7 @@ namespace floodgate::proxy {
 
 class ClientConn final : public ClientConnection, public Downstream {
  public:
-  ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls);
+  ClientConn(Reactor& reactor, int fd, const sockaddr* peer, const net::TlsListener* tls, bool h2c);
   ~ClientConn() override;
 
   void drain() override;
@@ -85,6 +85,10 @@ class ClientConn final : public ClientConnection, public Downstream {
   // -- the connection (client_conn.cpp)
   void do_client_read();
   void on_client_read(const boost::system::error_code& ec, std::size_t n, bool landing);
+  // The first bytes say HTTP/2 (ALPN chose h2, or the preface on an h2c listener): an H2Conn
+  // (h2_conn.h) takes the socket over. True when it did; false when they say HTTP/1.1, or
+  // (`wait`) when too few of them have come to tell.
+  bool hand_over_to_h2(bool& wait);
   void start_request();
   void begin_request();
   void parse_head();
@@ -152,6 +156,7 @@ class ClientConn final : public ClientConnection, public Downstream {
   // accepted (0 = no bound).
   uint32_t requests_ = 0;
   uint32_t max_requests_ = 0;
+  bool h2c_ = false;  // the listener takes HTTP/2 with prior knowledge
 
   // Where an idle connection's next bytes land, so that it holds no pooled buffer.
   char landing_[1024];

@@ -21,7 +21,8 @@ namespace floodgate::proxy {
 ClientConnection::ClientConnection(Reactor& reactor, int fd, const sockaddr* peer,
                                    const net::TlsListener* tls)
     : reactor_(reactor),
-      client_(reactor.poller(), *this),
+      stream_(std::make_unique<ClientStream>(reactor.poller(), *this)),
+      client_(*stream_),
       client_timer_([](void* c) { static_cast<ClientConnection*>(c)->on_client_timer(); }, this),
       tls_listener_(tls) {
   const int one = 1;
@@ -48,6 +49,31 @@ ClientConnection::ClientConnection(Reactor& reactor, int fd, const sockaddr* pee
   reactor_.add_client(*this);
   reactor_.metrics().client_connections.add(1);
   reactor_.metrics().accepted_connections.add();
+}
+
+ClientConnection::ClientConnection(HandOver /*tag*/, ClientConnection& from)
+    : reactor_(from.reactor_),
+      stream_(std::move(from.stream_)),
+      client_(*stream_),
+      client_timer_([](void* c) { static_cast<ClientConnection*>(c)->on_client_timer(); }, this),
+      facts_(from.facts_),
+      client_ip_len_(from.client_ip_len_) {
+  std::memcpy(client_ip_, from.client_ip_, sizeof(client_ip_));
+  facts_.peer_text = peer_ip();
+  client_.rebind(*this);
+  reactor_.add_client(*this);
+  reactor_.metrics().client_connections.add(1);
+  // `from` ends here without its socket: nothing of it runs again (closed_), and the reference
+  // it held on itself goes (its caller's completion still holds it).
+  from.closed_ = true;
+  from.begin_close();
+  const Ref<ClientConnection> last = std::move(from.self_);
+}
+
+void ClientConnection::start_handed_over() {
+  self_ = Ref<ClientConnection>(this);
+  reactor_.opening_begin(*this);
+  begin();
 }
 
 ClientConnection::~ClientConnection() {
@@ -81,7 +107,7 @@ void ClientConnection::begin_close() noexcept {
 }
 
 void ClientConnection::finish_close() {
-  client_.close();
+  if (stream_) client_.close();
   const Ref<ClientConnection> last = std::move(self_);  // may be the last reference
 }
 

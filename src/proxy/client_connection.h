@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
+#include <utility>
 
 #include "floodgate/core/ref.h"
 #include "floodgate/core/timer_wheel.h"
@@ -31,9 +33,11 @@ namespace floodgate::proxy {
 class ClientConnection : public RefCounted<ClientConnection>, public net::StreamOwner {
  public:
   // The connection for the accepted socket `fd` from `peer`; `tls`: the listener speaks TLS
-  // with these certificates (of the reactor's current generation), else nullptr. Then start().
+  // with these certificates (of the reactor's current generation), else nullptr; `h2c`: the
+  // plain listener takes HTTP/2 with prior knowledge too (server.http2.h2c_listen). Then
+  // start().
   static Ref<ClientConnection> accept(Reactor& reactor, int fd, const sockaddr* peer,
-                                      const net::TlsListener* tls);
+                                      const net::TlsListener* tls, bool h2c = false);
   virtual ~ClientConnection();
   ClientConnection(const ClientConnection&) = delete;
   ClientConnection& operator=(const ClientConnection&) = delete;
@@ -42,6 +46,8 @@ class ClientConnection : public RefCounted<ClientConnection>, public net::Stream
   // server.handshake_timeout for its handshake or its first byte), runs the TLS handshake if
   // any, and reads.
   void start();
+  // Opens a connection made by hand-over (below): it holds itself and is an opening one.
+  void start_handed_over();
   // Drain: close now if no request is in progress, else after the requests in progress.
   virtual void drain() = 0;
   // Shutdown deadline: close now. Returns true when a request was cut.
@@ -94,21 +100,42 @@ class ClientConnection : public RefCounted<ClientConnection>, public net::Stream
   void begin_close() noexcept;
   void finish_close();
 
-  // The client socket; its completions come to this connection.
+  // The client socket; its completions come to this connection. The poller holds the
+  // connection through it while it is queued; a hand-over (below) moves those holds with it.
   class ClientStream final : public net::Stream {
    public:
-    ClientStream(Poller& poller, ClientConnection& conn) : Stream(poller), conn_(conn) {}
+    ClientStream(Poller& poller, ClientConnection& conn) : Stream(poller), conn_(&conn) {}
     ~ClientStream() = default;
-    void hold() override { conn_.add_ref(); }
-    void release() override { conn_.release_ref(); }
+    void hold() override {
+      ++holds_;
+      conn_->add_ref();
+    }
+    void release() override {
+      --holds_;
+      conn_->release_ref();
+    }
+    // Its completions go to `conn` from now on.
+    void rebind(ClientConnection& conn) {
+      ClientConnection& old = *std::exchange(conn_, &conn);
+      for (uint32_t i = 0; i < holds_; ++i) conn.add_ref();
+      for (uint32_t i = 0; i < holds_; ++i) old.release_ref();
+    }
 
    private:
-    net::StreamOwner* stream_owner() override { return &conn_; }
-    ClientConnection& conn_;
+    net::StreamOwner* stream_owner() override { return conn_; }
+    ClientConnection* conn_;
+    uint32_t holds_ = 0;
   };
 
+  // The connection that takes over `from`'s socket (a TLS session included), address and
+  // facts, once `from` has learnt that its client speaks another protocol (HTTP/2 by ALPN or
+  // by its preface): `from` is closed without closing the socket, and this connection is an
+  // opening one. Only between requests, from a completion of `from`'s socket. Then start().
+  struct HandOver {};
+  ClientConnection(HandOver, ClientConnection& from);
   Reactor& reactor_;
-  ClientStream client_;
+  std::unique_ptr<ClientStream> stream_;
+  ClientStream& client_;
   // header_timeout, idle_timeout, send_timeout, the tunnel's idle_timeout, the linger.
   TimerWheel::Entry client_timer_;
   // What the stages and the access log know of this connection (every exchange points to it).

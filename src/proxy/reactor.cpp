@@ -216,7 +216,9 @@ class Reactor::Listener final : public net::PollTarget {
         return back_off(errno);
       }
       if (failing_) recovered();
-      ClientConnection::accept(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer), tls())
+      const net::TlsListener* const certificates = tls();
+      ClientConnection::accept(reactor_, fd, reinterpret_cast<const sockaddr*>(&peer), certificates,
+                               certificates == nullptr && h2c_)
           ->start();
     }
     reactor_.poller_->defer(*this);  // more may be waiting: continue after the other work
@@ -229,6 +231,8 @@ class Reactor::Listener final : public net::PollTarget {
     if (snap.generation != tls_seen_) {
       tls_seen_ = snap.generation;
       tls_ = snap.tls ? snap.tls->listener(key_) : nullptr;
+      const std::vector<Endpoint>& h2c = snap.server.http2.h2c_listen;
+      h2c_ = std::any_of(h2c.begin(), h2c.end(), [&](const Endpoint& e) { return e.text == key_; });
     }
     return tls_;
   }
@@ -283,6 +287,7 @@ class Reactor::Listener final : public net::PollTarget {
   bool failing_ = false;                      // from a failure until a line says it is over
   uint64_t tls_seen_ = ~uint64_t{0};          // the generation tls_ was looked up in
   const net::TlsListener* tls_ = nullptr;
+  bool h2c_ = false;  // in server.http2.h2c_listen (looked up with tls_)
 };
 
 void Reactor::on_housekeeping() {

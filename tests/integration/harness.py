@@ -172,8 +172,9 @@ class Floodgate:
     """One floodgate process with its own temp dir, ports and configuration."""
 
     def __init__(self, upstreams, routes=None, server=None, log=None, workers=1, admin=None,
-                 env=None, resilience=None, wrap=None, tls=None, binary=None):
+                 env=None, resilience=None, wrap=None, tls=None, binary=None, h2c=False):
         self.upstreams = upstreams
+        self.h2c = h2c  # the plain listener takes HTTP/2 with prior knowledge too
         self.binary = binary  # the executable; None: floodgate_bin()
         # [[server.tls]] entries; one without `listen` gets the TLS port (self.tls_port).
         self.tls = [dict(e) for e in (tls or [])]
@@ -202,6 +203,10 @@ class Floodgate:
         if os.environ.get("FLOODGATE_TEST_IO"):  # the suite's epoll lane (CMakeLists.txt)
             server["io"] = os.environ["FLOODGATE_TEST_IO"]
         server.update(self.server_overrides)
+        if self.h2c:
+            http2 = dict(server.get("http2", {}))
+            http2["h2c_listen"] = ["127.0.0.1:%d" % self.port]
+            server["http2"] = http2
         if self.tls:
             server["tls"] = [dict({"listen": ["127.0.0.1:%d" % self.tls_port]}, **e)
                              for e in self.tls]

@@ -173,7 +173,9 @@ class Session {
   bool finished() const noexcept;
 
   // The response head for stream `id`: `status` and `fields`; `has_body`: DATA follows,
-  // pulled through Handler::read_body. False when the stream is gone.
+  // pulled through Handler::read_body. False when the stream is gone. A response that ends
+  // before its request has (the client still sending a body) is followed by RST_STREAM
+  // NO_ERROR, which tells the client to stop (RFC 9113 section 8.1).
   bool submit_response(int32_t id, int status, const ResponseField* fields, std::size_t count,
                        bool has_body);
   // Body bytes for stream `id` are ready again (read_body returned 0 without eof).

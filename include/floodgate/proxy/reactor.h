@@ -237,8 +237,10 @@ struct BufferLayout {
   static constexpr std::size_t kResponseFields = 256;
   static std::size_t request_fields(const ServerParams& p) { return p.max_headers; }
   static std::size_t request_data(const ServerParams& p) {
-    // The whole head must fit (request line + header section), plus room to stream a body.
-    return p.max_uri_bytes + p.max_header_bytes + 64 * 1024;
+    // The whole head must fit (request line + header section), plus room to stream a body: at
+    // least an HTTP/2 stream's window of it (server.http2.stream_window).
+    return p.max_uri_bytes + p.max_header_bytes +
+           std::max<std::size_t>(std::size_t{64} * 1024, p.http2.stream_window);
   }
   static constexpr std::size_t kResponseData = std::size_t{64} * 1024;
 };

@@ -436,6 +436,34 @@ TEST_F(H2Session, ABodyNotReadyYetIsSentOnceResumed) {
   EXPECT_TRUE(c.responses[id].ended);
 }
 
+TEST_F(H2Session, AResponseWholeBeforeItsRequestTellsTheClientToStopWithoutError) {
+  start();
+  std::string bytes = client_start();
+  bytes += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, kGetBlock);  // a body follows
+  bytes += frame(NGHTTP2_DATA, 0, 1, "part");
+  feed(bytes);
+  ASSERT_TRUE(server->submit_response(1, 413, nullptr, 0, false));
+  // The frames on stream 1, in order: the response's HEADERS ending the stream, then
+  // RST_STREAM NO_ERROR.
+  const std::string out = produce();
+  std::vector<std::pair<int, int>> on_stream;  // type, flags
+  std::string rst_payload;
+  for (std::size_t pos = 0; pos + 9 <= out.size();) {
+    const auto* h = reinterpret_cast<const uint8_t*>(out.data() + pos);
+    const std::size_t len = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+    if (h[8] == 1 && h[5] == 0 && h[6] == 0 && h[7] == 0) {
+      on_stream.emplace_back(h[3], h[4]);
+      if (h[3] == NGHTTP2_RST_STREAM) rst_payload = out.substr(pos + 9, len);
+    }
+    pos += 9 + len;
+  }
+  ASSERT_EQ(on_stream.size(), 2U);
+  EXPECT_EQ(on_stream[0], std::make_pair(int{NGHTTP2_HEADERS},
+                                         int{NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM}));
+  EXPECT_EQ(on_stream[1].first, NGHTTP2_RST_STREAM);
+  EXPECT_EQ(rst_payload, std::string(4, '\0'));  // NO_ERROR
+}
+
 TEST_F(H2Session, AStreamTheCallerRefusesIsResetWithRefusedStream) {
   start();
   rec.refuse = true;
