@@ -153,7 +153,8 @@ struct Session::Callbacks {
         if (end_stream && handle != nullptr) s.handler_.on_request_end(handle);
         return 0;
       case NGHTTP2_RST_STREAM:
-        if (handle != nullptr) {
+        if (handle != nullptr && s.peer_reset_ == id) {
+          s.peer_reset_ = 0;
           s.handler_.on_stream_reset(handle, static_cast<ErrorCode>(frame->rst_stream.error_code));
         }
         return 0;
@@ -179,6 +180,10 @@ struct Session::Callbacks {
     if (s.build_id_ == id) s.build_id_ = 0;
     if (void* handle = nghttp2_session_get_stream_user_data(session, id); handle != nullptr) {
       nghttp2_session_set_stream_user_data(session, id, nullptr);
+      if (s.peer_reset_ == id) {  // the client's RST_STREAM closes it (before on_frame_recv)
+        s.peer_reset_ = 0;
+        s.handler_.on_stream_reset(handle, static_cast<ErrorCode>(code));
+      }
       s.handler_.on_stream_close(handle, static_cast<ErrorCode>(code));
     }
     return 0;
@@ -270,8 +275,7 @@ Session::~Session() {
   if (session_ != nullptr) nghttp2_session_del(session_);
 }
 
-Session::Fed Session::feed(const char* data, std::size_t n, bool accept_streams,
-                           Clock::time_point now) {
+Session::Fed Session::feed(const char* data, std::size_t n, Clock::time_point now) {
   Fed fed;
   if (session_ == nullptr || failed_ || terminating_) {
     fed.failed = true;
@@ -299,7 +303,8 @@ Session::Fed Session::feed(const char* data, std::size_t n, bool accept_streams,
       const uint8_t* h = p + pos;
       const uint8_t type = h[3];
       const int32_t id = frame_stream(h);
-      if (type == NGHTTP2_HEADERS && id > highest_stream_ && !accept_streams) {
+      if (type == NGHTTP2_HEADERS && id > highest_stream_ && !goaway_submitted_ &&
+          !handler_.accepts_stream()) {
         fed.awaiting_stream_room = true;
         break;
       }
@@ -333,14 +338,19 @@ Session::Fed Session::feed(const char* data, std::size_t n, bool accept_streams,
   if (terminating_) {
     fed.failed = true;
     nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
-  } else if (graceful_pending_) {
-    graceful_pending_ = false;
-    shutdown();
   }
   return fed;
 }
 
 std::size_t Session::produce(char* out, std::size_t capacity) {
+  if (busy()) return 0;
+  producing_ = true;
+  const std::size_t n = produce_some(out, capacity);
+  producing_ = false;
+  return n;
+}
+
+std::size_t Session::produce_some(char* out, std::size_t capacity) {
   std::size_t n = 0;
   if (leftover_len_ > 0) {
     const std::size_t take = std::min(leftover_len_, capacity);
@@ -471,11 +481,7 @@ void Session::glitch(Glitch g, Clock::time_point now) {
       terminate(ErrorCode::enhance_your_calm);
     }
   } else if (weighted * 4 >= uint64_t{limits_.glitch_threshold} * 3) {
-    graceful_pending_ = true;  // applied once the feed in progress is over
-    if (!in_feed()) {
-      graceful_pending_ = false;
-      shutdown();
-    }
+    shutdown();  // once: later calls do nothing
   }
 }
 
@@ -507,12 +513,19 @@ void Session::count_frame(uint8_t type, uint8_t flags, int32_t id, std::size_t l
       if ((flags & NGHTTP2_FLAG_END_HEADERS) == 0 && length < kTinyFragment) {
         glitch(Glitch::tiny_continuation, now);
       }
-      if (closed) glitch(Glitch::closed_stream, now);
+      // A new stream after floodgate's GOAWAY is ignored (the client was told to stop):
+      // one that comes anyway counts as a frame on a closed stream.
+      if (closed || (goaway_submitted_ && id > highest_stream_)) {
+        glitch(Glitch::closed_stream, now);
+      }
       return;
     case NGHTTP2_CONTINUATION:
       if ((flags & NGHTTP2_FLAG_END_HEADERS) == 0 && length < kTinyFragment) {
         glitch(Glitch::tiny_continuation, now);
       }
+      return;
+    case NGHTTP2_RST_STREAM:
+      peer_reset_ = id;  // reported to the handler as the client's (on_stream_reset)
       return;
     case NGHTTP2_PING:
       if ((flags & NGHTTP2_FLAG_ACK) == 0 && !spend_allowance(kPing, now)) {

@@ -56,15 +56,39 @@ class TlsCategory final : public boost::system::error_category {
   }
 };
 
-// ALPN: http/1.1 when the client offers it. A client offering only others (h2) gets no ALPN
-// answer and decides itself (most fall back to HTTP/1.1), as nginx does.
+// ALPN: the first of the certificate entry's protocols (its `alpn`, in its order) that the
+// client offers. A client offering none of them gets no ALPN answer and decides itself (most
+// fall back to HTTP/1.1), as nginx does. The entry's list is one of four (two names, each at
+// most once), kept here in ALPN's wire format so that every context, the listeners' starting
+// ones included, can point to it for as long as the process runs.
+constexpr std::string_view kAlpnH2Http11{"\x02h2\x08http/1.1", 12};
+constexpr std::string_view kAlpnHttp11H2{"\x08http/1.1\x02h2", 12};
+constexpr std::string_view kAlpnH2{"\x02h2", 3};
+constexpr std::string_view kAlpnHttp11{"\x08http/1.1", 9};
+
+const std::string_view* alpn_wire(const std::vector<std::string>& protocols) {
+  const bool h2_first = !protocols.empty() && protocols.front() == "h2";
+  const bool both = protocols.size() == 2;
+  if (both) return h2_first ? &kAlpnH2Http11 : &kAlpnHttp11H2;
+  return h2_first ? &kAlpnH2 : &kAlpnHttp11;
+}
+
 int select_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
-                const unsigned char* in, unsigned int inlen, void* /*arg*/) {
-  static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+                const unsigned char* in, unsigned int inlen, void* arg) {
+  const std::string_view ours = *static_cast<const std::string_view*>(arg);
+  unsigned char* chosen = nullptr;
+  unsigned char chosen_len = 0;
+  if (SSL_select_next_proto(
+          &chosen, &chosen_len, reinterpret_cast<const unsigned char*>(ours.data()),
+          static_cast<unsigned int>(ours.size()), in, inlen) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  // SSL_select_next_proto points into our list on a match; the client's bytes are what
+  // OpenSSL expects `out` to point into, so the same protocol is found there.
   for (unsigned int i = 0; i < inlen;) {
     const unsigned int len = in[i];
     if (i + 1 + len > inlen) break;
-    if (len == sizeof(kHttp11) - 1 && std::memcmp(in + i + 1, kHttp11 + 1, len) == 0) {
+    if (len == chosen_len && std::memcmp(in + i + 1, chosen, len) == 0) {
       *out = in + i + 1;
       *outlen = static_cast<unsigned char>(len);
       return SSL_TLSEXT_ERR_OK;
@@ -246,7 +270,7 @@ std::unique_ptr<TlsServerConfig::Cert> load_cert(const TlsCertParams& p, std::si
   if (auto bad = use_key_pair(ctx, p.certificate, p.private_key)) {
     return fail(std::move(bad->first), std::move(bad->second));
   }
-  SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
+  SSL_CTX_set_alpn_select_cb(ctx, select_alpn, const_cast<std::string_view*>(alpn_wire(p.alpn)));
   return cert;
 }
 
@@ -484,6 +508,13 @@ TlsFacts TlsSession::facts() const noexcept {
   if (ssl_ == nullptr || !established) return {};
   const char* cipher = SSL_get_cipher_name(ssl_);
   return {SSL_get_version(ssl_), cipher != nullptr ? cipher : "", SSL_session_reused(ssl_) == 1};
+}
+
+bool TlsSession::alpn_h2() const noexcept {
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  if (ssl_ != nullptr) SSL_get0_alpn_selected(ssl_, &data, &len);
+  return len == 2 && data[0] == 'h' && data[1] == '2';
 }
 
 std::string_view TlsSession::version_label() const noexcept {

@@ -96,14 +96,19 @@ void ClientConn::on_client_read(const error_code& ec, std::size_t n, bool landin
 
 bool ClientConn::hand_over_to_h2(bool& wait) {
   static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  if (!h2c_) return false;
-  const std::string_view got(in_data(), std::min(in_len_, kPreface.size()));
-  if (got != kPreface.substr(0, got.size())) return false;  // HTTP/1.1
-  if (got.size() < kPreface.size()) {
-    wait = true;
-    return false;
+  const net::TlsSession* tls = client_.tls();
+  if (tls != nullptr) {
+    if (!tls->alpn_h2()) return false;  // HTTP/1.1 (or no ALPN: HTTP/1.1 too)
+  } else {
+    if (!h2c_) return false;
+    const std::string_view got(in_data(), std::min(in_len_, kPreface.size()));
+    if (got != kPreface.substr(0, got.size())) return false;  // HTTP/1.1
+    if (got.size() < kPreface.size()) {
+      wait = true;
+      return false;
+    }
   }
-  const Ref<ClientConnection> h2(new H2Conn(*this, in_data(), in_len_));
+  const Ref<ClientConnection> h2(new H2Conn(*this, in_data(), in_len_, early_end_));
   static_cast<H2Conn&>(*h2).start_handed_over();
   return true;
 }

@@ -47,7 +47,7 @@ h2::Limits H2Conn::limits_of(const Snapshot& snap, std::size_t request_data) {
   return l;
 }
 
-H2Conn::H2Conn(ClientConnection& from, const char* bytes, std::size_t n)
+H2Conn::H2Conn(ClientConnection& from, const char* bytes, std::size_t n, std::size_t early)
     : ClientConnection(HandOver{}, from),
       session_(limits_of(reactor_.snapshot(), reactor_.request_data()), *this),
       max_requests_(reactor_.snapshot().server.max_requests_per_connection) {
@@ -55,6 +55,7 @@ H2Conn::H2Conn(ClientConnection& from, const char* bytes, std::size_t n)
   if (n > 0 && (in_ = reactor_.request_buffers().acquire()) != nullptr) {
     std::memcpy(in_, bytes, n);
     in_len_ = n;
+    early_left_ = std::min(early, n);
   }
 }
 
@@ -73,6 +74,7 @@ H2Conn::~H2Conn() {
 
 void H2Conn::begin() {
   if (!session_.ok()) return close();
+  idle_since_ = reactor_.now();
   arm_timer(reactor_.snapshot().server.header_timeout);
   process();
 }
@@ -104,6 +106,9 @@ void H2Conn::on_read(const error_code& ec, std::size_t n, bool landing) {
     std::memcpy(in_ + in_len_, landing_, n);
   }
   in_len_ += n;
+  if (const net::TlsSession* tls = client_.tls(); tls != nullptr && tls->read_early) {
+    early_left_ = in_len_;  // early data comes before everything else on the connection
+  }
   process();
 }
 
@@ -114,8 +119,11 @@ void H2Conn::process() {
   const Ref<H2Conn> keep(this);
   budget_spent_ = awaiting_room_ = false;
   if (in_len_ > 0) {
-    const h2::Session::Fed fed =
-        session_.feed(in_, in_len_, stream_room() && !reactor_.draining(), reactor_.now());
+    feeding_early_ = early_left_ > 0;
+    const h2::Session::Fed fed = session_.feed(in_, in_len_, reactor_.now());
+    feeding_early_ = false;
+    if (closed_) return;
+    early_left_ -= std::min(early_left_, fed.consumed);
     if (fed.consumed > 0) {
       std::memmove(in_, in_ + fed.consumed, in_len_ - fed.consumed);
       in_len_ -= fed.consumed;
@@ -135,25 +143,51 @@ void H2Conn::process() {
   maybe_finish();
 }
 
+void H2Conn::schedule() {
+  if (!closed_) reactor_.poller().defer(*this);
+}
+
 void H2Conn::on_ready() {
-  if (budget_spent_ || awaiting_room_) process();
+  if (closed_) return;
+  const Ref<H2Conn> keep(this);
+  if (close_due_) return close();
+  if (budget_spent_ || (awaiting_room_ && stream_room())) process();
+  // Streams reset while their backend answered: the answer is not wanted, the backend
+  // connection goes.
+  for (H2Stream* s = streams_; s != nullptr && !closed_;) {
+    H2Stream* const next = s->next_;
+    if (s->abandon_due_) {
+      s->abandon_due_ = false;
+      s->hold();
+      s->abandon(OutcomeSource::client);
+      s->release();
+    }
+    s = next;
+  }
+  run_drained();
+  do_write();
+  maybe_finish();
 }
 
 void H2Conn::do_write() {
   if (writing_ || closed_) return;
-  if (session_.wants_write()) {
-    if (out_ == nullptr) out_ = reactor_.response_buffers().acquire();
-    if (out_ == nullptr) return close();
-    const std::size_t n = session_.produce(out_, kOutFieldBytes + BufferLayout::kResponseData);
-    if (n > 0) {
-      writing_ = true;
-      arm_send_timer(reactor_.snapshot().server.send_timeout);
-      client_.write(out_, n, [](net::StreamOwner& o, const error_code& ec, std::size_t) {
-        H2Conn::from(o).on_written(ec);
-      });
-    }
+  if (session_.busy()) return schedule();  // never from inside the codec: on_ready() writes
+  if (!session_.wants_write()) return;
+  if (out_ == nullptr) out_ = reactor_.response_buffers().acquire();
+  if (out_ == nullptr) {
+    // No buffer to write with (server.max_buffers_per_reactor): the connection ends, on the
+    // next turn, not under the code that asked for the write.
+    close_due_ = true;
+    return schedule();
   }
-  run_drained();
+  const std::size_t n = session_.produce(out_, kOutFieldBytes + BufferLayout::kResponseData);
+  if (n == 0) return;
+  writing_ = true;
+  arm_send_timer(reactor_.snapshot().server.send_timeout);
+  client_.write(out_, n, [](net::StreamOwner& o, const error_code& ec, std::size_t) {
+    H2Conn::from(o).on_written(ec);
+  });
+  if (drain_due_) schedule();  // attempts whose output the codec took go on
 }
 
 void H2Conn::on_written(const error_code& ec) {
@@ -163,8 +197,9 @@ void H2Conn::on_written(const error_code& ec) {
   if (live_ == 0) {
     arm_timer(reactor_.snapshot().server.idle_timeout);
   } else {
-    client_timer_.cancel();
+    arm_checks();  // streams may wait for the client's window
   }
+  run_drained();
   do_write();
   if (!writing_) reactor_.response_buffers().release(std::exchange(out_, nullptr));
   if (awaiting_room_ && stream_room()) process();
@@ -174,6 +209,7 @@ void H2Conn::on_written(const error_code& ec) {
 // Streams whose attempt waits for its output to go: once the codec has taken a stream's
 // staged body, its attempt goes on (it parses more of the response into the room).
 void H2Conn::run_drained() {
+  drain_due_ = false;
   for (H2Stream* s = streams_; s != nullptr && !closed_;) {
     H2Stream* const next = s->next_;
     if (s->drained_due_ && (s->out_pos_ == s->out_len_ || s->reset_) && s->ex_ != nullptr) {
@@ -192,18 +228,59 @@ void H2Conn::maybe_finish() {
 }
 
 void H2Conn::on_timer() {
+  const Ref<H2Conn> keep(this);
   const ServerParams& server = reactor_.snapshot().server;
-  if (writing_) {
-    if (send_progressing(server.send_timeout)) return;
-    return close();
+  // The whole connection: a write the client takes nothing of (send_progressing re-arms).
+  if (writing_ && !send_progressing(server.send_timeout)) return close();
+  // No first stream within header_timeout: the opening is over.
+  if (opening && live_ == 0) return close();
+  // Each stream: a response body the client opens no window for (after kClientPacedAfter the
+  // client sets its pace and what admitted it goes back; after send_timeout it is cut), a
+  // request that stalls (no byte of its head or body for idle_timeout).
+  const auto now = reactor_.now();
+  bool watching = false;
+  for (H2Stream* s = streams_; s != nullptr && !closed_;) {
+    H2Stream* const next = s->next_;
+    s->hold();
+    if (s->out_len_ > s->out_pos_ && !s->reset_) {
+      const auto stalled = now - s->progress_at_;
+      if (stalled >= server.send_timeout) {
+        reactor_.metrics().send_timeouts.add();
+        s->cut(OutcomeSource::client);
+      } else {
+        if (stalled >= kClientPacedAfter && s->ex_ != nullptr) s->ex_->release_tickets();
+        watching = true;
+      }
+    } else if (s->exchange_live_ && !s->request_ended_) {
+      if (now - s->request_at_ >= server.idle_timeout) {
+        s->cut(OutcomeSource::client);
+      } else {
+        watching = true;
+      }
+    } else if (s->exchange_live_) {
+      watching = true;  // its backend's own timeouts run
+    }
+    s->release();
+    s = next;
   }
+  if (closed_ || writing_) return;
+  if (watching) return arm_checks();
   if (live_ == 0) {
-    // Idle (or no first stream within header_timeout): a graceful end, then the close.
+    const auto idle = server.idle_timeout;
+    if (now - idle_since_ < idle) {
+      return reactor_.wheel().schedule(client_timer_, idle_since_ + idle);
+    }
+    // Idle: a graceful end, then the close.
     session_.shutdown();
     peer_closed_ = true;
     do_write();
     maybe_finish();
   }
+}
+
+void H2Conn::arm_checks() {
+  const auto send_timeout = reactor_.snapshot().server.send_timeout;
+  arm_timer(std::clamp(send_timeout / 4, std::chrono::milliseconds(1), kClientPacedAfter));
 }
 
 void H2Conn::drain() {
@@ -254,7 +331,10 @@ void H2Conn::close() {
 // -- The codec's events.
 
 h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
-  if (closed_ || reactor_.draining()) return nullptr;
+  // After floodgate's GOAWAY (drain, max_requests_per_connection, the glitch threshold's 75 %)
+  // libnghttp2 still takes streams until the frame is out; they would run, and the client
+  // would send them again on a new connection: refused instead (REFUSED_STREAM).
+  if (closed_ || reactor_.draining() || session_.goaway_submitted()) return nullptr;
   char* const buffer = reactor_.request_buffers().acquire();
   if (buffer == nullptr) return nullptr;  // REFUSED_STREAM: the client may retry it
   H2Stream* s = free_streams_;
@@ -270,7 +350,7 @@ h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
   if (streams_ != nullptr) streams_->prev_ = s;
   streams_ = s;
   ++live_;
-  client_timer_.cancel();
+  if (!writing_) arm_checks();
   const Snapshot& snap = reactor_.snapshot();
   s->ex_ = &reactor_.exchanges().acquire(*s, facts_);
   s->ex_->begin(reactor_.current(), reactor_.poller().clock().now(), 0);
@@ -278,6 +358,9 @@ h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
       std::size_t{snap.server.max_uri_bytes} + snap.server.max_header_bytes;
   storage.data = buffer + reactor_.request_fields() * sizeof(http::HeaderField);
   storage.capacity = std::min(head_bytes, reactor_.request_data());
+  s->stage_off_ = storage.capacity;
+  s->stage_cap_ = reactor_.request_data() - storage.capacity;
+  s->request_at_ = reactor_.now();
   storage.fields = reinterpret_cast<http::HeaderField*>(buffer);
   storage.max_fields = static_cast<uint32_t>(reactor_.request_fields());
   if (max_requests_ != 0 && ++streams_seen_ >= max_requests_) session_.shutdown();
@@ -287,7 +370,9 @@ h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
 void H2Conn::on_request_head(h2::StreamHandle handle, const http::RequestHead& head, Reason error,
                              bool end_stream) {
   H2Stream& s = *static_cast<H2Stream*>(handle);
+  if (closed_ || s.ex_ == nullptr) return;
   reactor_.opening_end(*this);
+  s.request_at_ = reactor_.now();
   Exchange& ex = *s.ex_;
   ex.head = head;
   s.request_ended_ = end_stream;
@@ -295,7 +380,7 @@ void H2Conn::on_request_head(h2::StreamHandle handle, const http::RequestHead& h
   if (error != Reason::none) return ex.answer(error);
   if (!ex.take_head(reactor_.current())) return;                   // refused: answered
   if (ex.facts.connect) return ex.answer(Reason::connect_denied);  // not over HTTP/2 (yet)
-  ex.route(false);
+  ex.route(feeding_early_);
 }
 
 void H2Conn::on_request_data(h2::StreamHandle handle, const char* data, std::size_t n) {
@@ -304,19 +389,16 @@ void H2Conn::on_request_data(h2::StreamHandle handle, const char* data, std::siz
     session_.consume(s.id_, n);  // nobody takes it: the window reopens
     return;
   }
-  char* const stage = s.in_ + reactor_.request_fields() * sizeof(http::HeaderField);
-  const Snapshot& snap = *s.ex_->gen->snapshot;
-  const std::size_t head_bytes =
-      std::min(std::size_t{snap.server.max_uri_bytes} + snap.server.max_header_bytes,
-               reactor_.request_data());
-  char* const area = stage + head_bytes;
-  const std::size_t cap = reactor_.request_data() - head_bytes;
+  char* const area = s.in_ + reactor_.request_fields() * sizeof(http::HeaderField) + s.stage_off_;
+  const std::size_t cap = s.stage_cap_;
+  s.request_at_ = reactor_.now();
   if (s.stage_len_ + n > cap) {
     std::memmove(area, area + s.stage_pos_, s.stage_len_ - s.stage_pos_);
     s.stage_len_ -= s.stage_pos_;
     s.stage_pos_ = 0;
   }
   if (s.stage_len_ + n > cap) {  // more than its window: the client ignores flow control
+    session_.consume(s.id_, n);
     session_.reset(s.id_, h2::ErrorCode::flow_control_error);
     return s.abandon(OutcomeSource::client);
   }
@@ -350,6 +432,7 @@ void H2Conn::on_stream_reset(h2::StreamHandle handle, h2::ErrorCode /*code*/) {
 
 void H2Conn::on_stream_close(h2::StreamHandle handle, h2::ErrorCode code) {
   H2Stream& s = *static_cast<H2Stream*>(handle);
+  if (!s.open_) return;  // the connection's close() has ended it
   s.open_ = false;
   s.hold();
   if (s.exchange_live_ && code != h2::ErrorCode::no_error && !s.reset_) {
@@ -384,7 +467,8 @@ void H2Stream::reset_for(int32_t id) noexcept {
   holds_ = 0;
   stage_pos_ = stage_len_ = out_pos_ = out_len_ = 0;
   open_ = exchange_live_ = request_ended_ = head_submitted_ = body_ended_ = false;
-  drained_due_ = reset_ = false;
+  drained_due_ = reset_ = abandon_due_ = false;
+  stage_off_ = stage_cap_ = 0;
 }
 
 void H2Stream::hold() noexcept {
@@ -398,8 +482,10 @@ void H2Stream::release() noexcept {
   conn.release_ref();  // last: it may let go of the connection
 }
 
+// A stream the client reset while its backend works on the whole request is not gone: the
+// exchange goes on to the backend's answer, which the sink drops (reset_).
 bool H2Stream::gone() const noexcept {
-  return conn_.closed_ || reset_;
+  return conn_.closed_ || !exchange_live_;
 }
 
 std::string_view H2Stream::client_ip() const noexcept {
@@ -408,6 +494,15 @@ std::string_view H2Stream::client_ip() const noexcept {
 
 const net::TlsSession* H2Stream::tls() const noexcept {
   return conn_.client_.tls();
+}
+
+// Request body staged and never passed on (the exchange ended first): the client's windows
+// open again for it, so the connection's other uploads do not stall.
+void H2Stream::give_back_stage() {
+  if (stage_len_ > stage_pos_ && open_ && !conn_.closed_) {
+    conn_.session_.consume(id_, stage_len_ - stage_pos_);
+  }
+  stage_pos_ = stage_len_ = 0;
 }
 
 void H2Stream::release_buffers() {
@@ -438,7 +533,13 @@ Reason H2Stream::submit(int status, const http::Parser* head, bool has_body) {
 }
 
 Reason H2Stream::response_head(const http::Parser& head, bool interim) {
-  if (reset_) return Reason::none;   // the client is gone: the response is read and dropped
+  if (reset_) {
+    // The client reset the stream while the backend worked on it: the backend has answered,
+    // its slot goes back now (the backend connection with it).
+    abandon_due_ = true;
+    conn_.schedule();
+    return Reason::none;
+  }
   if (interim) return Reason::none;  // 1xx: not forwarded over HTTP/2 (docs)
   const int status = head.status();
   const bool has_body = !ex_->head_request && status != 204 && status != 304;
@@ -466,6 +567,7 @@ std::size_t H2Stream::body_room() const noexcept {
 
 void H2Stream::put_body(const char* data, std::size_t n) {
   if (reset_ || n == 0) return;
+  if (out_len_ == out_pos_) progress_at_ = conn_.reactor_.now();  // its wait for the client starts
   char* const area = out_data(out_);
   if (out_len_ + n > BufferLayout::kResponseData) {
     std::memmove(area, area + out_pos_, out_len_ - out_pos_);
@@ -484,12 +586,16 @@ void H2Stream::end_body() {
 
 void H2Stream::flush() {
   drained_due_ = true;
+  conn_.drain_due_ = true;
   if (!reset_ && head_submitted_) conn_.session_.resume_body(id_);
   conn_.do_write();
+  conn_.schedule();  // the attempt hears on_client_drained() there, never inside this call
+  if (!conn_.client_timer_.armed() && !conn_.closed_ && !conn_.writing_) conn_.arm_checks();
 }
 
 std::size_t H2Stream::read_body(char* out, std::size_t max, bool& eof) {
   const std::size_t n = std::min(max, out_len_ - out_pos_);
+  if (n > 0) progress_at_ = conn_.reactor_.now();
   if (n > 0) std::memcpy(out, out_data(out_) + out_pos_, n);
   out_pos_ += n;
   if (out_pos_ == out_len_) out_pos_ = out_len_ = 0;
@@ -503,9 +609,7 @@ void H2Stream::pump_request_body(Attempt& a) {
   Reactor& reactor = conn_.reactor_;
   const ServerParams& server = ex.gen->snapshot->server;
   const bool chunked = ex.head.body == http::BodyFraming::stream;
-  const std::size_t head_bytes =
-      std::min(std::size_t{server.max_uri_bytes} + server.max_header_bytes, reactor.request_data());
-  const char* const area = in_ + reactor.request_fields() * sizeof(http::HeaderField) + head_bytes;
+  const char* const area = in_ + reactor.request_fields() * sizeof(http::HeaderField) + stage_off_;
   std::size_t passed = 0;
   while (stage_pos_ < stage_len_ && a.request_room() >= 2 * kFramingSlack) {
     const std::size_t n = std::min(stage_len_ - stage_pos_, a.request_room() - kFramingSlack);
@@ -602,14 +706,15 @@ void H2Stream::answer_options() {
 }
 
 void H2Stream::cut(OutcomeSource by) {
-  if (!exchange_live_) return;
-  if (!reset_ && open_) {
+  const bool send_reset = !reset_ && open_;
+  reset_ = true;
+  out_pos_ = out_len_ = 0;  // nothing more of its response goes
+  if (send_reset) {
     conn_.session_.reset(
         id_, by == OutcomeSource::upstream ? h2::ErrorCode::internal_error : h2::ErrorCode::cancel);
-    conn_.do_write();
   }
-  reset_ = true;
   abandon(by);
+  conn_.do_write();
 }
 
 void H2Stream::abandon(OutcomeSource by) {
@@ -622,8 +727,13 @@ void H2Stream::abandon(OutcomeSource by) {
   }
   ex.abandon();
   exchange_live_ = false;
-  --conn_.live_;
+  give_back_stage();
+  if (--conn_.live_ == 0) {
+    conn_.idle_since_ = conn_.reactor_.now();
+    if (!conn_.writing_ && !conn_.closed_) conn_.arm_checks();
+  }
   std::exchange(ex_, nullptr)->detach();
+  if (conn_.awaiting_room_ && !conn_.closed_) conn_.reactor_.poller().defer(conn_);
   if (holds_ == 0 && !open_) conn_.free_stream(*this);
 }
 
@@ -643,10 +753,13 @@ void H2Stream::finish_exchange() {
   ex.end();
   for (Attempt& a : ex.attempts) a.release_buffers();
   exchange_live_ = false;
-  --conn_.live_;
+  give_back_stage();
+  if (--conn_.live_ == 0) {
+    conn_.idle_since_ = conn_.reactor_.now();
+    if (!conn_.writing_) conn_.arm_checks();
+  }
   std::exchange(ex_, nullptr)->detach();
   conn_.reactor_.request_buffers().release(std::exchange(in_, nullptr));
-  stage_pos_ = stage_len_ = 0;
   if (conn_.awaiting_room_) conn_.reactor_.poller().defer(conn_);
   if (holds_ == 0 && !open_) conn_.free_stream(*this);
 }

@@ -75,6 +75,7 @@ class H2Stream final : public Downstream {
   void abandon(OutcomeSource by);
   std::size_t read_body(char* out, std::size_t max, bool& eof);
   void release_buffers();
+  void give_back_stage();
 
   H2Conn& conn_;
   int32_t id_ = 0;
@@ -98,13 +99,24 @@ class H2Stream final : public Downstream {
   bool head_submitted_ = false;
   bool body_ended_ = false;   // the response's body is complete
   bool drained_due_ = false;  // the attempt waits for on_client_drained()
+  // When the codec last took body bytes of this stream, or its staged body began to wait:
+  // a stream whose client opens no window for server.send_timeout is cut.
+  std::chrono::steady_clock::time_point progress_at_{};
   bool reset_ = false;        // the client reset it, or floodgate did
+  bool abandon_due_ = false;  // reset while its backend answers: ended on the next turn
+  // Where its request body is staged in in_ (after the head's storage), fixed at its opening.
+  std::size_t stage_off_ = 0;
+  std::size_t stage_cap_ = 0;
+  // When the client last sent something of this stream's request (its head, body bytes):
+  // a request that stalls for server.idle_timeout is ended.
+  std::chrono::steady_clock::time_point request_at_{};
 };
 
 class H2Conn final : public ClientConnection, public http::h2::Handler, public net::PollTarget {
  public:
-  // Takes over `from`'s socket with the first `n` bytes its client sent (`bytes`).
-  H2Conn(ClientConnection& from, const char* bytes, std::size_t n);
+  // Takes over `from`'s socket with the first `n` bytes its client sent (`bytes`), the first
+  // `early` of them in TLS early data.
+  H2Conn(ClientConnection& from, const char* bytes, std::size_t n, std::size_t early);
   ~H2Conn() override;
 
   void drain() override;
@@ -128,6 +140,7 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   void on_timer() override;
 
   // http::h2::Handler.
+  bool accepts_stream() noexcept override { return stream_room() && !reactor_.draining(); }
   http::h2::StreamHandle on_stream_open(int32_t id, http::h2::HeadStorage& storage) override;
   void on_request_head(http::h2::StreamHandle s, const http::RequestHead& head, Reason error,
                        bool end_stream) override;
@@ -137,6 +150,9 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   void on_stream_close(http::h2::StreamHandle s, http::h2::ErrorCode code) override;
   std::size_t read_body(http::h2::StreamHandle s, char* out, std::size_t max, bool& eof) override;
 
+  // Work that may not run where it is asked for (inside the codec's calls, inside an attempt's
+  // own call): done on the poller's ready list (on_ready), this turn.
+  void schedule();
   void do_read();
   void on_read(const boost::system::error_code& ec, std::size_t n, bool landing);
   // Feeds what is buffered to the codec (one frame budget), then writes what it has.
@@ -148,7 +164,10 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   void run_drained();
   // Whether the connection is over: the codec is done and nothing is being written.
   void maybe_finish();
-  void idle_timer();
+  // The connection's timer: idle_timeout with no stream (from `idle_since_`), send_timeout's
+  // checks while a write is on its way or a stream's body waits for the client's window.
+  void arm_checks();
+  std::chrono::steady_clock::time_point idle_since_{};
   static http::h2::Limits limits_of(const Snapshot& snap, std::size_t request_data);
   // Streams whose exchange has not ended: what the concurrent-stream limit counts.
   bool stream_room() const noexcept { return live_ < session_.advertised_max_streams(); }
@@ -161,10 +180,16 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   char* in_ = nullptr;
   std::size_t in_len_ = 0;
   bool reading_into_landing_ = false;
+  // Of in_, the bytes that came in TLS early data (0-RTT): a request whose head is read while
+  // any are being fed is an early one (resilience.protocol.early_data_safe_methods).
+  std::size_t early_left_ = 0;
+  bool feeding_early_ = false;
   // The output: a response buffer while a write is on its way.
   char* out_ = nullptr;
   bool writing_ = false;
   bool budget_spent_ = false;   // a turn's frames were processed: on_ready() goes on
+  bool close_due_ = false;      // no buffer to write with: closed on the next turn
+  bool drain_due_ = false;      // an attempt waits for its output to be taken
   bool awaiting_room_ = false;  // a new stream waits for one to end
   bool peer_closed_ = false;    // the client closed its side
   uint32_t live_ = 0;           // streams whose exchange has not ended

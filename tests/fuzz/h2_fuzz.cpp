@@ -48,6 +48,8 @@ class Handler final : public h2::Handler {
   std::map<int32_t, std::unique_ptr<Stream>> streams;
   std::vector<int32_t> to_answer;
 
+  bool accept = true;
+  bool accepts_stream() noexcept override { return accept; }
   h2::StreamHandle on_stream_open(int32_t id, h2::HeadStorage& storage) override {
     if (streams.size() >= 64) return nullptr;  // refused: REFUSED_STREAM
     auto s = std::make_unique<Stream>();
@@ -138,8 +140,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       unread.append(in, offered, piece);
       offered += piece;
     }
-    const bool accept = (turn & 3) != 3;  // sometimes the caller takes no new stream
-    const h2::Session::Fed fed = session.feed(unread.data(), unread.size(), accept, now);
+    handler.accept = (turn & 3) != 3;  // sometimes the caller takes no new stream
+    const h2::Session::Fed fed = session.feed(unread.data(), unread.size(), now);
     check(fed.consumed <= unread.size(), "a feed consumed more than it was given");
     check(!failed || fed.failed, "a feed after a failure did not fail");
     failed = failed || fed.failed;

@@ -1,7 +1,7 @@
-"""HTTP/2 from clients end to end, with real clients: curl (--http2-prior-knowledge) and h2load
-on a listener of server.http2.h2c_listen, each stream one request through floodgate to an
-HTTP/1.1 backend: heads mapped both ways, bodies both ways, floodgate's own answers, many
-streams on one connection, and HTTP/1.1 still served on the same listener."""
+"""HTTP/2 from clients end to end, with real clients: curl and h2load, with prior knowledge on
+a listener of server.http2.h2c_listen and by ALPN on a TLS listener, each stream one request
+through floodgate to an HTTP/1.1 backend: heads mapped both ways, bodies both ways, floodgate's
+own answers, many streams on one connection, and HTTP/1.1 still served on the same listener."""
 
 import json
 import shutil
@@ -15,9 +15,11 @@ CURL = shutil.which("curl")
 H2LOAD = shutil.which("h2load")
 
 
-def curl(*args, data=None, timeout=30):
-    """curl over h2c (prior knowledge): (status, headers dict of lists, body bytes)."""
-    cmd = [CURL, "-s", "-S", "--http2-prior-knowledge", "-D", "-", "-o", "-", *args]
+def curl(*args, data=None, timeout=30, h2c=True):
+    """curl over h2c (prior knowledge), or as `args` say: (status, headers dict of lists, body
+    bytes, status line)."""
+    cmd = [CURL, "-s", "-S", *(["--http2-prior-knowledge"] if h2c else []), "-D", "-", "-o", "-",
+           *args]
     out = subprocess.run(cmd, input=data, capture_output=True, timeout=timeout)
     if out.returncode != 0:
         raise AssertionError("curl %s failed (%d): %s" % (args, out.returncode, out.stderr))
@@ -118,6 +120,65 @@ class Http2PriorKnowledge(FloodgateTestCase):
                              capture_output=True, text=True, timeout=60)
         self.assertIn("400 succeeded", out.stdout, out.stdout + out.stderr)
         self.assertIn("400 2xx", out.stdout, out.stdout)
+
+
+@unittest.skipUnless(CURL, "curl is not installed")
+class Http2OverTls(FloodgateTestCase):
+    """h2 chosen by ALPN on a TLS listener (the entry's alpn offers it by default)."""
+
+    @classmethod
+    def setUpClass(cls):
+        from tls_certs import TestCA
+        cls.ca = TestCA()
+        cert, key = cls.ca.leaf("a", ["a.test"], kind="ec")
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate([upstream("app", [cls.backend])],
+                                     tls=[{"certificate": cert, "private_key": key}])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.ca.cleanup()
+
+    def https(self, path, *args):
+        return curl("--http2", "--cacert", self.ca.cert, "--resolve",
+                    "a.test:%d:127.0.0.1" % self.fg.tls_port,
+                    "https://a.test:%d%s" % (self.fg.tls_port, path), *args, h2c=False)
+
+    def test_a_tls_client_offering_h2_speaks_http2_through_floodgate(self):
+        status, _, body, line = self.https("/echo?tls=h2")
+        self.assertEqual(line.split()[0], "HTTP/2")
+        self.assertEqual(status, 200)
+        rec = json.loads(body)
+        sent = {n.lower(): v for n, v in rec["headers"]}
+        self.assertEqual(sent["x-forwarded-proto"], "https")
+        self.assertEqual(sent["host"], "a.test:%d" % self.fg.tls_port)
+
+    def test_a_large_body_both_ways_over_tls(self):
+        payload = big_body(500000)
+        status, _, body, _ = self.https("/echo?tls=upload", "--data-binary", "@" + self._file(payload))
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["body"].encode("latin-1"), payload)
+        status, _, body, _ = self.https("/big?bytes=2000000")
+        self.assertEqual(body, big_body(2000000))
+
+    def _file(self, data):
+        import tempfile
+        f = tempfile.NamedTemporaryFile(delete=False, dir=self.fg.tmpdir)
+        f.write(data)
+        f.close()
+        return f.name
+
+    def test_a_client_offering_http11_alone_gets_http11(self):
+        out = subprocess.run([CURL, "-s", "--http1.1", "--cacert", self.ca.cert, "--resolve",
+                              "a.test:%d:127.0.0.1" % self.fg.tls_port, "-o", "/dev/null",
+                              "-w", "%{http_version} %{http_code}",
+                              "https://a.test:%d/echo" % self.fg.tls_port],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.stdout, "1.1 200", out.stderr)
 
 
 @unittest.skipUnless(CURL, "curl is not installed")

@@ -1,5 +1,6 @@
 """TLS on the listeners ([[server.tls]]): the certificate chosen by SNI (exact, wildcard, the
-default for an unknown or missing name), ECDSA and RSA, TLS 1.2 and 1.3, ALPN http/1.1,
+default for an unknown or missing name), ECDSA and RSA, TLS 1.2 and 1.3, ALPN by the entry's
+`alpn` (h2 first by default),
 requests and keep-alive over TLS with X-Forwarded-Proto: https, large bodies both ways, the
 access log's TLS fields, the handshake metrics (results, versions, duration, resumption with a
 session ticket), a plain-HTTP client on the TLS port answered 400 plain_http_to_tls in the
@@ -71,7 +72,8 @@ class TlsListeners(FloodgateTestCase):
             server={"header_timeout": "2s", "handshake_timeout": "1s"},
             tls=[{"certificate": a_cert, "private_key": a_key,
                   "server_names": ["a.test", "*.a.test"]},
-                 {"certificate": b_cert, "private_key": b_key, "server_names": ["b.test"]},
+                 {"certificate": b_cert, "private_key": b_key, "server_names": ["b.test"],
+                  "alpn": ["http/1.1"]},
                  {"certificate": d_cert, "private_key": d_key}])
 
     @classmethod
@@ -121,10 +123,18 @@ class TlsListeners(FloodgateTestCase):
             self.assertEqual(c.sock.version(), "TLSv1.3")
             self.assertEqual(c.request("GET", "/echo?v=13", host="a.test").status, 200)
 
-    def test_alpn_selects_http_1_1_and_answers_nothing_to_h2_alone(self):
-        with self.conn("a.test", alpn=["h2", "http/1.1"]) as c:
+    def test_alpn_picks_the_entrys_first_protocol_the_client_offers(self):
+        with self.conn("a.test", alpn=["http/1.1", "h2"]) as c:
+            self.assertEqual(c.sock.selected_alpn_protocol(), "h2")
+        with self.conn("a.test", alpn=["http/1.1"]) as c:
             self.assertEqual(c.sock.selected_alpn_protocol(), "http/1.1")
-        with self.conn("a.test", alpn=["h2"]) as c:
+            self.assertEqual(c.request("GET", "/echo?alpn=1", host="a.test").status, 200)
+
+    def test_an_entry_without_h2_answers_nothing_to_h2_alone(self):
+        # The entry SNI chose decides (b.test's alpn is http/1.1 alone).
+        with self.conn("b.test", alpn=["h2", "http/1.1"]) as c:
+            self.assertEqual(c.sock.selected_alpn_protocol(), "http/1.1")
+        with self.conn("b.test", alpn=["h2"]) as c:
             self.assertIsNone(c.sock.selected_alpn_protocol())
 
     # --- requests over TLS ------------------------------------------------------------------

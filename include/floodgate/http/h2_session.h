@@ -9,8 +9,8 @@
 //   - a frame budget: one feed() processes at most Limits::max_frames_per_turn frames, so one
 //     connection cannot hold its reactor; the rest waits for the next turn;
 //   - new streams at the caller's pace: feed() stops before the HEADERS frame that would open a
-//     new stream while the caller says it takes none (its streams count until their exchanges
-//     end, even after a reset), so a client at the limit is simply not read further;
+//     new stream the caller does not take now (its streams count until their exchanges end,
+//     even after a reset), so a client at the limit is simply not read further;
 //   - the decoded head's caps: SETTINGS_MAX_HEADER_LIST_SIZE enforced on what HPACK decodes
 //     (every field, cookies included, name + value + 32 each), and the same per-field limits as
 //     HTTP/1.1 (max_header_bytes, max_headers, max_uri_bytes), each answered with its status;
@@ -109,6 +109,10 @@ using StreamHandle = void*;
 
 class Handler {
  public:
+  // The client's next frame opens a stream: whether the caller takes one now. False: feed()
+  // stops before that HEADERS frame (awaiting_stream_room), and the caller feeds again once it
+  // takes one (its streams count until their exchanges end, even after a reset).
+  virtual bool accepts_stream() noexcept = 0;
   // The client opens stream `id` with a request's HEADERS: lend `storage` and return the
   // stream's handle, given back with each event of the stream; nullptr refuses the stream
   // (RST_STREAM REFUSED_STREAM: the client may retry it, nothing of it was processed).
@@ -159,13 +163,20 @@ class Session {
     bool failed = false;  // a connection error: GOAWAY is queued, nothing more is read
   };
   // Processes the client's bytes at `now`, frame by frame: at most max_frames_per_turn
-  // frames, and none from a new stream's HEADERS on while `accept_streams` is false. A frame
-  // whose 9-byte header is not all in is left for a later feed.
-  Fed feed(const char* data, std::size_t n, bool accept_streams, Clock::time_point now);
+  // frames, and none from a new stream's HEADERS on that the handler does not accept
+  // (Handler::accepts_stream). A frame whose 9-byte header is not all in is left for a later
+  // feed.
+  Fed feed(const char* data, std::size_t n, Clock::time_point now);
 
   // Copies what is queued for the client into `out` (up to `capacity` bytes); 0 when
   // nothing is.
+  // Never from inside the codec's own calls (busy()): libnghttp2 may still use a stream
+  // that sending would free (nghttp2 issue #1244); it returns 0 then.
   std::size_t produce(char* out, std::size_t capacity);
+  // Inside feed() or produce(), where the handler's callbacks run: nothing is produced then.
+  bool busy() const noexcept { return feeding_ || producing_; }
+  // A GOAWAY is queued or sent: no new stream is taken.
+  bool goaway_submitted() const noexcept { return goaway_submitted_; }
   // Something is queued for the client (frames, or body a stream can send).
   bool wants_write() const noexcept;
   // The session is over: GOAWAY was sent or received and no stream is left, or a connection
@@ -221,6 +232,7 @@ class Session {
   int on_header(int32_t id, std::string_view name, std::string_view value);
   void finish_head(HeadBuild& b, bool end_stream);
   bool in_feed() const noexcept { return feeding_; }
+  std::size_t produce_some(char* out, std::size_t capacity);
   void count_frame(uint8_t type, uint8_t flags, int32_t id, std::size_t length,
                    Clock::time_point now);
   bool spend_allowance(std::size_t kind, Clock::time_point now) noexcept;
@@ -234,6 +246,7 @@ class Session {
   std::size_t preface_left_;
   std::size_t payload_left_ = 0;
   int32_t highest_stream_ = 0;
+  int32_t peer_reset_ = 0;  // the stream of the client's RST_STREAM being processed
 
   // Heads being decoded: one at a time (a header block is contiguous on the connection).
   HeadBuild build_;
@@ -256,7 +269,7 @@ class Session {
   uint32_t data_frames_sent_ = 0;
   uint32_t data_frames_seen_ = 0;  // of them, those the WINDOW_UPDATE allowance has counted
   bool feeding_ = false;           // inside libnghttp2's mem_recv
-  bool graceful_pending_ = false;  // 75 % reached during a feed: GOAWAY once it is over
+  bool producing_ = false;         // inside libnghttp2's mem_send
   bool goaway_submitted_ = false;
   bool terminating_ = false;  // GOAWAY with an error: nothing more is processed
   bool goaway_sent_ = false;

@@ -124,6 +124,8 @@ class TlsSession {
   TlsFacts facts() const noexcept;
   // "1.2" or "1.3" once the handshake finished, else "unknown" (a metric label).
   std::string_view version_label() const noexcept;
+  // ALPN settled on "h2": the client speaks HTTP/2.
+  bool alpn_h2() const noexcept;
   // A client session's configuration (nullptr on the server side): a pooled connection is
   // reused only under the configuration it was made with.
   const TlsClientConfig* client() const noexcept { return client_.get(); }

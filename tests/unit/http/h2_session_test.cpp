@@ -44,11 +44,13 @@ class Recorder final : public Handler {
   };
 
   bool refuse = false;
+  bool accept = true;  // accepts_stream()
   std::map<int32_t, std::unique_ptr<Stream>> streams;
   int heads = 0;
 
   Stream& at(int32_t id) { return *streams.at(id); }
 
+  bool accepts_stream() noexcept override { return accept; }
   StreamHandle on_stream_open(int32_t id, HeadStorage& storage) override {
     if (refuse) return nullptr;
     auto s = std::make_unique<Stream>();
@@ -266,9 +268,10 @@ class H2Session : public ::testing::Test {
   // Feeds `bytes` after what is still unread; returns the last feed's result.
   Session::Fed feed(const std::string& bytes, bool accept = true) {
     unread += bytes;
+    rec.accept = accept;
     Session::Fed fed;
     do {
-      fed = server->feed(unread.data(), unread.size(), accept, now);
+      fed = server->feed(unread.data(), unread.size(), now);
       unread.erase(0, fed.consumed);
     } while (fed.consumed > 0 && !unread.empty() && fed.budget_spent);
     return fed;
@@ -495,12 +498,12 @@ TEST_F(H2Session, OneFeedProcessesAtMostTheFrameBudget) {
   start();
   std::string bytes = client_start();
   for (char tag = 'a'; tag < 'a' + 6; ++tag) bytes += ping(tag);
-  const Session::Fed fed = server->feed(bytes.data(), bytes.size(), true, now);
+  const Session::Fed fed = server->feed(bytes.data(), bytes.size(), now);
   EXPECT_TRUE(fed.budget_spent);
   // The preface, SETTINGS and three PINGs: four frames.
   EXPECT_EQ(fed.consumed, kPreface.size() + 9 + 3 * 17);
   const Session::Fed rest =
-      server->feed(bytes.data() + fed.consumed, bytes.size() - fed.consumed, true, now);
+      server->feed(bytes.data() + fed.consumed, bytes.size() - fed.consumed, now);
   EXPECT_FALSE(rest.budget_spent);
   EXPECT_EQ(rest.consumed, 3U * 17);
 }
@@ -509,7 +512,7 @@ TEST_F(H2Session, AFrameHeaderNotAllInWaitsForItsRest) {
   start();
   const std::string bytes = client_start() + ping('a');
   const std::size_t cut = bytes.size() - 17 + 5;  // five bytes of the PING's header
-  const Session::Fed fed = server->feed(bytes.data(), cut, true, now);
+  const Session::Fed fed = server->feed(bytes.data(), cut, now);
   EXPECT_EQ(fed.consumed, bytes.size() - 17);
 }
 
@@ -744,7 +747,7 @@ TEST_F(H2Session, TheAdvertisedStreamLimitCanShrinkAndComeBack) {
 TEST_F(H2Session, WithoutThePrefaceTheConnectionEndsWithProtocolError) {
   start();
   const std::string bytes = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
-  const Session::Fed fed = server->feed(bytes.data(), bytes.size(), true, now);
+  const Session::Fed fed = server->feed(bytes.data(), bytes.size(), now);
   EXPECT_TRUE(fed.failed);
 }
 
