@@ -79,6 +79,7 @@ void Process::render_metrics(std::string& out) {
   render_prometheus(shards, gens_.pool_names(), out);
   render_accept_errors(shards, out);
   render_tls(shards, out);
+  render_http2(shards, out);
   PrometheusWriter w(out);
   if (admin_) {
     w.header("floodgate_admin_connections", "Open admin connections, this scrape's included.",

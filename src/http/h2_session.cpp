@@ -33,11 +33,6 @@ constexpr std::chrono::seconds kAllowancePeriod{1};
 enum Allowance : std::size_t { kPing, kSettings, kPriority, kWindowUpdate };
 constexpr std::array<uint32_t, 4> kAllowed{10, 10, 100, 100};
 
-constexpr std::array<std::string_view, kGlitchKinds> kGlitchNames{
-    "reset_unanswered", "tiny_continuation",   "empty_data",    "ping_flood",   "settings_flood",
-    "priority_flood",   "window_update_flood", "closed_stream", "stream_error", "header_overflow",
-};
-
 // The method's code in llhttp's table (HTTP methods only: the RTSP ones and PRI are not
 // methods of an HTTP/2 request); an unknown one is HTTP_POST, as for HTTP/1.1 (request_head.h).
 llhttp_method_t method_code(std::string_view name) noexcept {
@@ -97,10 +92,6 @@ std::string_view error_code_name(ErrorCode code) noexcept {
   return "UNKNOWN";
 }
 
-std::string_view glitch_name(Glitch g) noexcept {
-  return kGlitchNames[static_cast<std::size_t>(g)];
-}
-
 // libnghttp2's callbacks, each handing over to the session.
 struct Session::Callbacks {
   static Session& of(void* user_data) { return *static_cast<Session*>(user_data); }
@@ -119,6 +110,7 @@ struct Session::Callbacks {
     const StreamHandle handle = s.handler_.on_stream_open(id, s.build_.storage);
     if (handle == nullptr) {
       s.build_id_ = 0;
+      s.handler_.on_stream_refused(id);
       nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
@@ -212,6 +204,7 @@ struct Session::Callbacks {
     } else if (frame->hd.type == NGHTTP2_GOAWAY) {
       s.goaway_sent_ = true;
       s.goaway_code_ = static_cast<ErrorCode>(frame->goaway.error_code);
+      s.handler_.on_goaway_sent(s.goaway_code_);
     }
     return 0;
   }
@@ -457,6 +450,7 @@ void Session::advertise_max_streams(uint32_t n) {
 
 void Session::glitch(Glitch g, Clock::time_point now) {
   ++glitch_counts_[static_cast<std::size_t>(g)];
+  handler_.on_glitch(g);
   if (limits_.glitch_threshold == 0) return;
   // The sliding minute: this minute's points plus the last minute's, weighted by the part of
   // it still inside the last sixty seconds.

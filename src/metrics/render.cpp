@@ -213,6 +213,43 @@ void render_tls(Shards shards, std::string& out) {
   w.sample(kResumed, {}, resumed);
 }
 
+// One labelled counter family summed over the shards: `field` is an array of counters, one
+// per label value.
+template <std::size_t N>
+void render_labelled(PrometheusWriter& w, Shards shards, std::string_view name,
+                     std::string_view help, std::string_view label,
+                     const std::array<std::string_view, N>& values,
+                     const std::array<Counter, N> ReactorMetrics::*field) {
+  w.header(name, help, MetricType::counter);
+  for (std::size_t i = 0; i < N; ++i) {
+    uint64_t total = 0;
+    for (const ReactorMetrics* shard : shards) total += (shard->*field)[i].value();
+    const Label labels[] = {{label, values[i]}};
+    w.sample(name, labels, total);
+  }
+}
+
+void render_http2(Shards shards, std::string& out) {
+  PrometheusWriter w(out);
+  render_labelled(w, shards, "floodgate_http2_connections_total",
+                  "Client connections that speak HTTP/2, by how (ALPN on TLS, or the preface on "
+                  "an h2c listener).",
+                  "via", kH2ViaLabels, &ReactorMetrics::h2_connections);
+  render_sum(w, shards, "floodgate_http2_streams_total",
+             "HTTP/2 streams opened by clients (each one request).", MetricType::counter,
+             &ReactorMetrics::h2_streams);
+  render_sum(w, shards, "floodgate_http2_refused_streams_total",
+             "HTTP/2 streams refused with REFUSED_STREAM (nothing of them was processed).",
+             MetricType::counter, &ReactorMetrics::h2_refused_streams);
+  render_labelled(w, shards, "floodgate_http2_glitches_total",
+                  "HTTP/2 misbehaviour points counted against server.http2.glitch_threshold, by "
+                  "kind.",
+                  "kind", kH2GlitchLabels, &ReactorMetrics::h2_glitches);
+  render_labelled(w, shards, "floodgate_http2_goaways_total",
+                  "GOAWAY frames floodgate sent, by error code.", "code", kH2GoawayLabels,
+                  &ReactorMetrics::h2_goaways);
+}
+
 void render_prometheus(Shards shards, Names upstream_names, std::string& out) {
   PrometheusWriter w(out);
   render_requests(w, shards, upstream_names);

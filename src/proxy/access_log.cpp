@@ -96,9 +96,10 @@ void format_json(LineBuffer& out, const AccessRecord& r) {
   json_field(out, "method", r.method);
   json_field(out, "target", r.target, kMaxLoggedTarget);
   json_field(out, "protocol", r.protocol);
-  fmt::format_to(std::back_inserter(out),
-                 ",\"status\":{},\"bytes_in\":{},\"bytes_out\":{},\"body_bytes_sent\":{}", r.status,
-                 r.bytes_in, r.bytes_out, r.body_bytes_sent);
+  fmt::format_to(
+      std::back_inserter(out),
+      ",\"stream\":{},\"status\":{},\"bytes_in\":{},\"bytes_out\":{},\"body_bytes_sent\":{}",
+      r.stream, r.status, r.bytes_in, r.bytes_out, r.body_bytes_sent);
   json_field(out, "upstream", r.upstream);
   json_field(out, "backend", r.backend);
   fmt::format_to(std::back_inserter(out), ",\"attempts\":{},\"backends\":[", r.attempts);

@@ -557,6 +557,7 @@ void Exchange::log() {
     r.method = head.method_name;
     r.target = head.target;
     r.protocol = head.protocol();
+    r.stream = downstream_->stream_id();
     r.host = facts.host.empty() ? facts.authority : facts.host;
     for (uint32_t i = 0; i < head.field_count(); ++i) {
       const std::string_view name = head.field_name(i);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "floodgate/http/rewrite.h"
+#include "floodgate/proxy/front_stages.h"
 #include "floodgate/proxy/reactor.h"
 
 namespace floodgate::proxy {
@@ -52,6 +53,7 @@ H2Conn::H2Conn(ClientConnection& from, const char* bytes, std::size_t n, std::si
       session_(limits_of(reactor_.snapshot(), reactor_.request_data()), *this),
       max_requests_(reactor_.snapshot().server.max_requests_per_connection) {
   reactor_.exchanges().reserve(1);  // its first stream's exchange, as an HTTP/1.1 connection's
+  reactor_.metrics().h2_connections[client_.tls() != nullptr ? 0 : 1].add();
   if (n > 0 && (in_ = reactor_.request_buffers().acquire()) != nullptr) {
     std::memcpy(in_, bytes, n);
     in_len_ = n;
@@ -118,6 +120,7 @@ void H2Conn::process() {
   if (closed_) return;
   const Ref<H2Conn> keep(this);
   budget_spent_ = awaiting_room_ = false;
+  adapt_stream_limit();
   if (in_len_ > 0) {
     feeding_early_ = early_left_ > 0;
     const h2::Session::Fed fed = session_.feed(in_, in_len_, reactor_.now());
@@ -141,6 +144,21 @@ void H2Conn::process() {
   do_write();
   if (!budget_spent_) do_read();
   maybe_finish();
+}
+
+void H2Conn::adapt_stream_limit() {
+  const Snapshot& snap = reactor_.snapshot();
+  const resilience::InflightCap& cap = snap.front_state->inflight;
+  const uint32_t limit = cap.limit();
+  if (limit == 0) return;  // no front cap: no pressure it can tell
+  const Http2Params& h2 = snap.server.http2;
+  const int64_t in_flight = cap.in_flight();
+  const bool shrunk = session_.advertised_max_streams() < h2.max_concurrent_streams;
+  if (!shrunk && in_flight * 4 >= int64_t{limit} * 3) {
+    session_.advertise_max_streams(h2.min_concurrent_streams);
+  } else if (shrunk && in_flight * 2 < int64_t{limit}) {
+    session_.advertise_max_streams(h2.max_concurrent_streams);
+  }
 }
 
 void H2Conn::schedule() {
@@ -330,6 +348,20 @@ void H2Conn::close() {
 
 // -- The codec's events.
 
+// The metric's labels are the codec's names, in its order.
+static_assert(kH2GlitchLabels == h2::kGlitchNames);
+
+void H2Conn::on_glitch(h2::Glitch g) noexcept {
+  reactor_.metrics().h2_glitches[static_cast<std::size_t>(g)].add();
+}
+
+void H2Conn::on_goaway_sent(h2::ErrorCode code) noexcept {
+  const std::size_t label = code == h2::ErrorCode::no_error            ? 0
+                            : code == h2::ErrorCode::enhance_your_calm ? 1
+                                                                       : 2;
+  reactor_.metrics().h2_goaways[label].add();
+}
+
 h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
   // After floodgate's GOAWAY (drain, max_requests_per_connection, the glitch threshold's 75 %)
   // libnghttp2 still takes streams until the frame is out; they would run, and the client
@@ -344,6 +376,7 @@ h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
     s = new H2Stream(*this);
   }
   s->reset_for(id);
+  reactor_.metrics().h2_streams.add();
   s->in_ = buffer;
   s->open_ = s->exchange_live_ = true;
   s->next_ = streams_;

@@ -44,6 +44,7 @@ class H2Stream final : public Downstream {
   bool gone() const noexcept override;
   std::string_view client_ip() const noexcept override;
   const net::TlsSession* tls() const noexcept override;
+  uint32_t stream_id() const noexcept override { return static_cast<uint32_t>(id_); }
   void respond(const Decision& d) override;
   void answer_options() override;
   void cut(OutcomeSource by) override;
@@ -141,6 +142,11 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
 
   // http::h2::Handler.
   bool accepts_stream() noexcept override { return stream_room() && !reactor_.draining(); }
+  void on_glitch(http::h2::Glitch g) noexcept override;
+  void on_goaway_sent(http::h2::ErrorCode code) noexcept override;
+  void on_stream_refused(int32_t /*id*/) noexcept override {
+    reactor_.metrics().h2_refused_streams.add();
+  }
   http::h2::StreamHandle on_stream_open(int32_t id, http::h2::HeadStorage& storage) override;
   void on_request_head(http::h2::StreamHandle s, const http::RequestHead& head, Reason error,
                        bool end_stream) override;
@@ -172,6 +178,10 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   // Streams whose exchange has not ended: what the concurrent-stream limit counts.
   bool stream_room() const noexcept { return live_ < session_.advertised_max_streams(); }
   void free_stream(H2Stream& s) noexcept;
+  // Under pressure (the front in-flight cap three quarters full) the connection advertises
+  // server.http2.min_concurrent_streams, and max_concurrent_streams again once the cap is
+  // below half full.
+  void adapt_stream_limit();
 
   http::h2::Session session_;
   // The client's bytes the codec has not taken: landing_ while a read lands there, in_ (a

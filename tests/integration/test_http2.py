@@ -69,7 +69,11 @@ class Http2PriorKnowledge(FloodgateTestCase):
                                    if e.get("target") == "/echo?logged=h2"), None),
                      what="the access record")
         self.assertEqual(entry["protocol"], "HTTP/2.0")
+        self.assertEqual(entry["stream"], 1)
         self.assertEqual(entry["status"], 200)
+        m = self.fg.metrics()
+        self.assertGreaterEqual(m.value("floodgate_http2_connections_total", via="h2c"), 1)
+        self.assertGreaterEqual(m.value("floodgate_http2_streams_total"), 1)
 
     def test_a_large_response_body_arrives_whole_under_flow_control(self):
         status, _, body, _ = curl(self.url("/big?bytes=3000000"))

@@ -52,6 +52,7 @@ class H2Client:
         self.goaway = None  # (error code, last stream id) of the last GOAWAY
         self.goaways = []  # every GOAWAY's (error code, last stream id), from the raw frames
         self.raw = b""
+        self.max_streams = None  # the SETTINGS_MAX_CONCURRENT_STREAMS floodgate advertises
         self.closed = False
 
     def flush(self):
@@ -98,6 +99,10 @@ class H2Client:
             self.events.append(e)
             if isinstance(e, h2.events.ResponseReceived):
                 self.responses[e.stream_id] = int(dict(e.headers)[":status"])
+            elif isinstance(e, h2.events.RemoteSettingsChanged):
+                changed = e.changed_settings.get(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)
+                if changed is not None:
+                    self.max_streams = changed.new_value
             elif isinstance(e, h2.events.StreamReset):
                 self.resets[e.stream_id] = e.error_code
             elif isinstance(e, h2.events.DataReceived):
@@ -216,6 +221,11 @@ class Http2Attacks(FloodgateTestCase):
         self.assertEqual(c.goaways[0][0], NO_ERROR)  # 75 % of the threshold: graceful
         self.assertEqual(c.goaways[-1][0], ENHANCE_YOUR_CALM)
         self.assertEqual(other.failed, 0)
+        m = self.fg.metrics()
+        self.assertGreaterEqual(m.value("floodgate_http2_glitches_total", kind="reset_unanswered"),
+                                15)
+        self.assertGreaterEqual(m.value("floodgate_http2_goaways_total", code="enhance_your_calm"),
+                                1)
 
     def test_a_continuation_flood_ends_the_connection(self):
         c = self.client()
@@ -325,6 +335,37 @@ class Http2SlowReader(FloodgateTestCase):
         c.pump_until(lambda: sid2 in c.responses, "the next answer")
         self.assertEqual(c.responses[sid2], 200)
         self.assertLessEqual(self.backend.request_count - before, 2)
+
+
+class Http2UnderPressure(FloodgateTestCase):
+    """The advertised stream limit shrinks while the front in-flight cap is three quarters
+    full, and comes back once it is below half."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend("app-0").start()
+        cls.backends = [cls.backend]
+        cls.fg = cls.start_floodgate(
+            [upstream("app", [cls.backend])], h2c=True,
+            server={"http2": {"max_concurrent_streams": 20, "min_concurrent_streams": 2}},
+            resilience={"inflight": {"max_inflight": 4}})
+
+    def test_the_stream_limit_shrinks_under_pressure_and_comes_back(self):
+        held = [threading.Thread(target=self.fg.get, args=("/hold?key=pressure",), daemon=True)
+                for _ in range(3)]
+        for t in held:
+            t.start()
+        self.backend.wait_for_requests(3)
+        c = H2Client(self.fg.port)
+        self.addCleanup(c.close)
+        c.pump_until(lambda: c.max_streams == 2, "the shrunk limit")
+        self.backend.release("pressure")
+        for t in held:
+            t.join(DEFAULT_TIMEOUT)
+        # The next frames the connection reads find the cap below half: the limit comes back.
+        c.conn.ping(b"12345678")
+        c.flush()
+        c.pump_until(lambda: c.max_streams == 20, "the limit back")
 
 
 if __name__ == "__main__":

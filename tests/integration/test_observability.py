@@ -18,7 +18,8 @@ REQUIRED_FAMILIES = [
     "floodgate_upstream_timeouts_total",
     "floodgate_responses_generated_total",
 ]
-ACCESS_LOG_KEYS = {"time", "client", "peer", "host", "method", "target", "protocol", "status",
+ACCESS_LOG_KEYS = {"time", "client", "peer", "host", "method", "target", "protocol", "stream",
+                   "status",
                    "bytes_in", "bytes_out", "body_bytes_sent", "upstream", "backend", "attempts",
                    "backends", "duration_ms", "upstream_connect_ms", "upstream_head_ms", "reason",
                    "rate_limit", "quota", "request_id", "would_reject", "user_agent", "referer"}

@@ -80,7 +80,12 @@ enum class Glitch : uint8_t {
   count_
 };
 inline constexpr std::size_t kGlitchKinds = static_cast<std::size_t>(Glitch::count_);
-std::string_view glitch_name(Glitch g) noexcept;
+inline constexpr std::array<std::string_view, kGlitchKinds> kGlitchNames{
+    "reset_unanswered", "tiny_continuation",   "empty_data",    "ping_flood",   "settings_flood",
+    "priority_flood",   "window_update_flood", "closed_stream", "stream_error", "header_overflow"};
+constexpr std::string_view glitch_name(Glitch g) noexcept {
+  return kGlitchNames[static_cast<std::size_t>(g)];
+}
 
 // What floodgate advertises and enforces ([server.http2], and [server]'s per-field limits).
 struct Limits {
@@ -132,6 +137,11 @@ class Handler {
   // The response body: up to `max` bytes into `out`. Returns how many; `eof` once the last
   // byte is given. 0 without eof: none now (Session::resume_body when there is).
   virtual std::size_t read_body(StreamHandle s, char* out, std::size_t max, bool& eof) = 0;
+  // A glitch was counted (the metrics), and floodgate sent GOAWAY `code`.
+  virtual void on_glitch(Glitch /*g*/) noexcept {}
+  virtual void on_goaway_sent(ErrorCode /*code*/) noexcept {}
+  // Stream `id` was refused with REFUSED_STREAM.
+  virtual void on_stream_refused(int32_t /*id*/) noexcept {}
 
  protected:
   ~Handler() = default;

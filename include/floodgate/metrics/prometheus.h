@@ -62,5 +62,7 @@ void render_prometheus(std::span<const ReactorMetrics* const> shards,
 void render_accept_errors(std::span<const ReactorMetrics* const> shards, std::string& out);
 // The TLS listeners' handshakes: by result and version, their duration, resumptions.
 void render_tls(std::span<const ReactorMetrics* const> shards, std::string& out);
+// HTTP/2 from clients: connections, streams, refused streams, glitches, GOAWAYs.
+void render_http2(std::span<const ReactorMetrics* const> shards, std::string& out);
 
 }  // namespace floodgate

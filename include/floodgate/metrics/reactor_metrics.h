@@ -76,6 +76,17 @@ enum class TlsHandshakeResult : uint8_t { ok, failed, closed, timeout, refused }
 inline constexpr std::array<std::string_view, 5> kTlsHandshakeResultLabels{"ok", "failed", "closed",
                                                                            "timeout", "refused"};
 inline constexpr std::array<std::string_view, 3> kTlsVersionLabels{"1.2", "1.3", "unknown"};
+
+// HTTP/2 from clients (proxy/h2_conn.h): connections by how they became HTTP/2 (ALPN on TLS, or
+// the preface on an h2c listener), streams opened and refused (REFUSED_STREAM), misbehaviour
+// points by kind (http/h2_session.h's Glitch, in its order), and the GOAWAY frames floodgate
+// sent by their code.
+inline constexpr std::array<std::string_view, 2> kH2ViaLabels{"alpn", "h2c"};
+inline constexpr std::array<std::string_view, 10> kH2GlitchLabels{
+    "reset_unanswered", "tiny_continuation",   "empty_data",    "ping_flood",   "settings_flood",
+    "priority_flood",   "window_update_flood", "closed_stream", "stream_error", "header_overflow"};
+inline constexpr std::array<std::string_view, 3> kH2GoawayLabels{"no_error", "enhance_your_calm",
+                                                                 "other"};
 inline constexpr std::size_t kTlsVersionUnknown = kTlsVersionLabels.size() - 1;
 
 // The index of `version` ("1.2", "1.3") in kTlsVersionLabels; kTlsVersionUnknown otherwise.
@@ -219,6 +230,13 @@ struct ReactorMetrics {
     tls_handshake_duration_.observe(duration);
     if (resumed) tls_resumptions_.add();
   }
+
+  // HTTP/2 (kH2ViaLabels, kH2GlitchLabels, kH2GoawayLabels).
+  std::array<Counter, kH2ViaLabels.size()> h2_connections{};
+  Counter h2_streams;
+  Counter h2_refused_streams;
+  std::array<Counter, kH2GlitchLabels.size()> h2_glitches{};
+  std::array<Counter, kH2GoawayLabels.size()> h2_goaways{};
 
   Gauge client_connections;      // open client connections: add(1) on accept, add(-1) on close
   Counter accepted_connections;  // client connections accepted, ever

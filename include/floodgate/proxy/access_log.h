@@ -38,7 +38,8 @@ struct AccessRecord {
   std::string_view host;  // the Host field, or an absolute-form / CONNECT target's authority
   std::string_view method;
   std::string_view target;
-  std::string_view protocol;  // "HTTP/1.0" or "HTTP/1.1" as received; empty when unparsed
+  std::string_view protocol;  // "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0"; empty when unparsed
+  uint32_t stream = 0;        // the HTTP/2 stream id; 0 on HTTP/1.x
   std::string_view user_agent;
   std::string_view referer;
   int status = 0;

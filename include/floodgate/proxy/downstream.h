@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "floodgate/core/outcome.h"
@@ -49,6 +50,8 @@ class Downstream {
   virtual std::string_view client_ip() const noexcept = 0;
   // The client's TLS session, or nullptr in the clear.
   virtual const net::TlsSession* tls() const noexcept = 0;
+  // The HTTP/2 stream the request came on (the access log), 0 for HTTP/1.x.
+  virtual uint32_t stream_id() const noexcept { return 0; }
 
   // -- floodgate's answer for a stop decision (its prebuilt bytes, or one built now with its
   // Retry-After and header lines); the exchange's outcome is decided already. The downstream

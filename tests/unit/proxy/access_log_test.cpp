@@ -118,6 +118,18 @@ TEST(AccessLog, JsonHasTheRequestsHostProtocolHeadersAndTheBackendsTimes) {
   }
 }
 
+TEST(AccessLog, JsonHasTheHttp2StreamAndZeroOnHttp1) {
+  AccessRecord r = record("/s");
+  r.protocol = "HTTP/2.0";
+  r.stream = 7;
+  EXPECT_NE(logged(AccessLogFormat::json, r).find(R"("protocol":"HTTP/2.0","stream":7,)"),
+            std::string::npos);
+  r.protocol = "HTTP/1.1";
+  r.stream = 0;
+  EXPECT_NE(logged(AccessLogFormat::json, r).find(R"("protocol":"HTTP/1.1","stream":0,)"),
+            std::string::npos);
+}
+
 TEST(AccessLog, JsonTimesAreNullWhenNoBackendWasReached) {
   const std::string line = logged(AccessLogFormat::json, record("/"));
   EXPECT_NE(line.find(R"("upstream_connect_ms":null,"upstream_head_ms":null)"), std::string::npos)
