@@ -410,6 +410,12 @@ bool Session::submit_response(int32_t id, int status, const ResponseField* field
   return nghttp2_submit_response(session_, id, nva.data(), n, has_body ? &body : nullptr) == 0;
 }
 
+bool Session::can_send_body(int32_t id) const noexcept {
+  if (session_ == nullptr) return false;
+  return nghttp2_session_get_stream_remote_window_size(session_, id) > 0 &&
+         nghttp2_session_get_remote_window_size(session_) > 0;
+}
+
 void Session::resume_body(int32_t id) {
   if (session_ != nullptr) nghttp2_session_resume_data(session_, id);
 }

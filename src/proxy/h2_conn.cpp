@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <new>
 
 #include "floodgate/http/rewrite.h"
 #include "floodgate/proxy/front_stages.h"
@@ -261,6 +262,10 @@ void H2Conn::on_timer() {
     H2Stream* const next = s->next_;
     s->hold();
     if (s->out_len_ > s->out_pos_ && !s->reset_) {
+      // Only the client's shut windows count: a stream that waits its turn on a slow but
+      // reading connection is not stalled by its client (the connection's write has
+      // send_timeout).
+      if (session_.can_send_body(s->id_)) s->progress_at_ = now;
       const auto stalled = now - s->progress_at_;
       if (stalled >= server.send_timeout) {
         reactor_.metrics().send_timeouts.add();
@@ -363,19 +368,39 @@ void H2Conn::on_goaway_sent(h2::ErrorCode code) noexcept {
 }
 
 h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
+  // Called from libnghttp2 (C): nothing may throw through it. Out of memory for a stream or
+  // its exchange, the stream is refused (REFUSED_STREAM) and the connection goes on.
+  try {
+    return open_stream(id, storage);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
+h2::StreamHandle H2Conn::open_stream(int32_t id, h2::HeadStorage& storage) {
   // After floodgate's GOAWAY (drain, max_requests_per_connection, the glitch threshold's 75 %)
   // libnghttp2 still takes streams until the frame is out; they would run, and the client
   // would send them again on a new connection: refused instead (REFUSED_STREAM).
   if (closed_ || reactor_.draining() || session_.goaway_submitted()) return nullptr;
-  char* const buffer = reactor_.request_buffers().acquire();
-  if (buffer == nullptr) return nullptr;  // REFUSED_STREAM: the client may retry it
-  H2Stream* s = free_streams_;
-  if (s != nullptr) {
-    free_streams_ = s->next_free_;
-  } else {
-    s = new H2Stream(*this);
-  }
+  // What may fail (a stream object, an exchange beyond the pool's, a buffer) first, then the
+  // stream is linked: a refusal leaves nothing behind.
+  H2Stream* s = free_streams_ != nullptr ? free_streams_ : new H2Stream(*this);
+  if (s == free_streams_) free_streams_ = s->next_free_;
   s->reset_for(id);
+  try {
+    s->ex_ = &reactor_.exchanges().acquire(*s, facts_);
+  } catch (const std::bad_alloc&) {
+    s->next_free_ = free_streams_;
+    free_streams_ = s;
+    throw;
+  }
+  char* const buffer = reactor_.request_buffers().acquire();
+  if (buffer == nullptr) {  // REFUSED_STREAM: the client may retry it
+    std::exchange(s->ex_, nullptr)->detach();
+    s->next_free_ = free_streams_;
+    free_streams_ = s;
+    return nullptr;
+  }
   reactor_.metrics().h2_streams.add();
   s->in_ = buffer;
   s->open_ = s->exchange_live_ = true;
@@ -385,7 +410,6 @@ h2::StreamHandle H2Conn::on_stream_open(int32_t id, h2::HeadStorage& storage) {
   ++live_;
   if (!writing_) arm_checks();
   const Snapshot& snap = reactor_.snapshot();
-  s->ex_ = &reactor_.exchanges().acquire(*s, facts_);
   s->ex_->begin(reactor_.current(), reactor_.poller().clock().now(), 0);
   const std::size_t head_bytes =
       std::size_t{snap.server.max_uri_bytes} + snap.server.max_header_bytes;

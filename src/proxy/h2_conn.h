@@ -178,6 +178,7 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   // Streams whose exchange has not ended: what the concurrent-stream limit counts.
   bool stream_room() const noexcept { return live_ < session_.advertised_max_streams(); }
   void free_stream(H2Stream& s) noexcept;
+  http::h2::StreamHandle open_stream(int32_t id, http::h2::HeadStorage& storage);
   // Under pressure (the front in-flight cap three quarters full) the connection advertises
   // server.http2.min_concurrent_streams, and max_concurrent_streams again once the cap is
   // below half full.

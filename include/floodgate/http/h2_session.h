@@ -199,6 +199,9 @@ class Session {
   // NO_ERROR, which tells the client to stop (RFC 9113 section 8.1).
   bool submit_response(int32_t id, int status, const ResponseField* fields, std::size_t count,
                        bool has_body);
+  // Whether the client's flow control lets stream `id` send body now (its window and the
+  // connection's both open).
+  bool can_send_body(int32_t id) const noexcept;
   // Body bytes for stream `id` are ready again (read_body returned 0 without eof).
   void resume_body(int32_t id);
   // Resets stream `id` with `code`.

@@ -422,6 +422,19 @@ TEST_F(H2Session, AResponseReachesTheClientWithItsBody) {
   EXPECT_EQ(s.close_code, ErrorCode::no_error);
 }
 
+TEST_F(H2Session, ABodyMaySendOnlyWhileTheClientsWindowsAreOpen) {
+  start();
+  Client c;
+  const nghttp2_settings_entry shut{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+  nghttp2_submit_settings(c.session(), NGHTTP2_FLAG_NONE, &shut, 1);
+  const int32_t id = c.request(get("/"));
+  exchange(c);
+  EXPECT_FALSE(server->can_send_body(id));
+  nghttp2_submit_window_update(c.session(), NGHTTP2_FLAG_NONE, id, 1000);
+  exchange(c);
+  EXPECT_TRUE(server->can_send_body(id));
+}
+
 TEST_F(H2Session, ABodyNotReadyYetIsSentOnceResumed) {
   start();
   Client c;
