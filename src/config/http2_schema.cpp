@@ -99,8 +99,9 @@ std::string h2c_refusal(const ServerParams& p, const Endpoint& e) {
   const bool any_plain = std::any_of(p.listen.begin(), p.listen.end(),
                                      [&](const Endpoint& l) { return !is_tls_listener(p, l); });
   return quoted(e.text) + " is not one of server.listen" +
-         (any_plain ? "" : " (with [[server.tls]] entries and no server.listen written, "
-                           "floodgate has no plain listener)") +
+         (any_plain ? ""
+                    : " (with [[server.tls]] entries and no server.listen written, "
+                      "floodgate has no plain listener)") +
          "; add it to server.listen or remove it from h2c_listen";
 }
 
@@ -114,8 +115,7 @@ void read_h2c_listen(TableReader& r, ServerParams& p, bool listeners_known) {
     return;
   }
   std::vector<Endpoint> written;
-  if (!r.endpoints(kKey, PortRule::zero_allowed, written) || written.empty() ||
-      !listeners_known) {
+  if (!r.endpoints(kKey, PortRule::zero_allowed, written) || written.empty() || !listeners_known) {
     return;
   }
   std::vector<Endpoint> listeners;

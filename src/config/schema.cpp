@@ -322,9 +322,8 @@ void read_server(TableReader& r, ServerParams& p, DocumentMarks& marks) {
   marks.trusted_proxies_ok = read_trusted_proxies(r, p.trusted_proxies);
   const bool tls_listen_ok = read_server_tls(r, p, r.peek("listen") != nullptr);
   // After [[server.tls]]: h2c_listen names plain listeners, which only then are all known.
-  r.table("http2", std::string(kHttp2), [&](TableReader& t) {
-    read_http2(t, p, marks.server_listen_ok && tls_listen_ok);
-  });
+  r.table("http2", std::string(kHttp2),
+          [&](TableReader& t) { read_http2(t, p, marks.server_listen_ok && tls_listen_ok); });
 }
 
 Parsed<std::string> parse_token_file_path(std::string_view path) {

@@ -76,8 +76,8 @@ Parsed<std::string> parse_server_name(std::string_view text) {
 Parsed<std::string> parse_alpn_protocol(std::string_view text) {
   using P = Parsed<std::string>;
   if (text == "h2" || text == "http/1.1") return P::ok(std::string(text));
-  std::string why = quoted(text) + " is not a protocol floodgate offers by ALPN; use \"h2\" " +
-                    "or \"http/1.1\"";
+  std::string why =
+      quoted(text) + " is not a protocol floodgate offers by ALPN; use \"h2\" " + "or \"http/1.1\"";
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -96,8 +96,8 @@ void read_alpn(TableReader& t, net::TlsCertParams& p) {
   const toml::node* n = t.peek("alpn");
   if (n != nullptr && n->is_array() && n->as_array()->empty()) {
     t.find("alpn");
-    return t.error("alpn", "is empty; offer at least one protocol, e.g. " +
-                               std::string(kExample) + " (the default), or [\"http/1.1\"] to " +
+    return t.error("alpn", "is empty; offer at least one protocol, e.g. " + std::string(kExample) +
+                               " (the default), or [\"http/1.1\"] to " +
                                "keep this certificate's clients on HTTP/1.1");
   }
   t.texts("alpn", "\"h2\"", parse_alpn_protocol, p.alpn);

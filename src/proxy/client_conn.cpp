@@ -177,22 +177,12 @@ void ClientConn::refuse_without_buffer(std::size_t n) {
 // into the output buffer when its Retry-After or header lines are known only now.
 void ClientConn::respond(const Decision& d) {
   const bool close = generated_closes(d.reason);
-  if (d.answer == nullptr && (d.retry_after != 0 || !d.extra.empty()) && out_.acquire()) {
-    http::Writer w(out_.data(), out_.capacity());
-    http::write_generated_response({.reason = d.reason,
-                                    .close = close,
-                                    .retry_after_seconds = d.retry_after,
-                                    .extra_headers = d.extra},
-                                   w);
-    out_.clear();  // the bytes are written from the buffer's start, not as an attempt's output
-    return write_generated({out_.data(), w.size()}, close);
-  }
-  const bool pool_reason = pool_rejection_index(d.reason) < kPoolRejections.size();
-  const std::string_view bytes = d.answer != nullptr ? d.answer->bytes(close)
-                                 : pool_reason && ex_->up != nullptr
-                                     ? ex_->up->rejection(d.reason, close)
-                                     : http::generated_response(d.reason, close);
-  write_generated(bytes, close);
+  // One built now goes into the output buffer, written from its start (not as an attempt's
+  // output).
+  const bool built = d.answer == nullptr && (d.retry_after != 0 || !d.extra.empty());
+  char* const buf = built && out_.acquire() ? out_.data() : nullptr;
+  if (buf != nullptr) out_.clear();
+  write_generated(ex_->answer_bytes(d, close, buf, out_.capacity()), close);
 }
 
 // OPTIONS * asks about the server, not a resource (RFC 9110 section 9.3.7), and no route has a

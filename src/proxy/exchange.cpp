@@ -229,6 +229,24 @@ void Exchange::run_chain(const Chain& chain) {
   }
 }
 
+std::string_view Exchange::answer_bytes(const Decision& d, bool close, char* buf,
+                                        std::size_t cap) const {
+  if (d.answer != nullptr) return d.answer->bytes(close);
+  if ((d.retry_after != 0 || !d.extra.empty()) && buf != nullptr) {
+    http::Writer w(buf, cap);
+    if (http::write_generated_response({.reason = d.reason,
+                                        .close = close,
+                                        .retry_after_seconds = d.retry_after,
+                                        .extra_headers = d.extra},
+                                       w)) {
+      return {buf, w.size()};
+    }
+  }
+  const bool pool_reason = pool_rejection_index(d.reason) < kPoolRejections.size();
+  return pool_reason && up != nullptr ? up->rejection(d.reason, close)
+                                      : http::generated_response(d.reason, close);
+}
+
 void Exchange::answer(const Decision& d) {
   phase = Phase::answered;
   Outcome o = Outcome::generated(d.reason);

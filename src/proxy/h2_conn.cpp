@@ -173,16 +173,9 @@ void H2Conn::on_ready() {
   if (budget_spent_ || (awaiting_room_ && stream_room())) process();
   // Streams reset while their backend answered: the answer is not wanted, the backend
   // connection goes.
-  for (H2Stream* s = streams_; s != nullptr && !closed_;) {
-    H2Stream* const next = s->next_;
-    if (s->abandon_due_) {
-      s->abandon_due_ = false;
-      s->hold();
-      s->abandon(OutcomeSource::client);
-      s->release();
-    }
-    s = next;
-  }
+  for_each_stream([&](H2Stream& s) {
+    if (!closed_ && std::exchange(s.abandon_due_, false)) s.abandon(OutcomeSource::client);
+  });
   run_drained();
   do_write();
   maybe_finish();
@@ -229,16 +222,12 @@ void H2Conn::on_written(const error_code& ec) {
 // staged body, its attempt goes on (it parses more of the response into the room).
 void H2Conn::run_drained() {
   drain_due_ = false;
-  for (H2Stream* s = streams_; s != nullptr && !closed_;) {
-    H2Stream* const next = s->next_;
-    if (s->drained_due_ && (s->out_pos_ == s->out_len_ || s->reset_) && s->ex_ != nullptr) {
-      s->drained_due_ = false;
-      s->hold();
-      s->ex_->attempt().on_client_drained();
-      s->release();
+  for_each_stream([&](H2Stream& s) {
+    if (!closed_ && s.drained_due_ && (s.out_pos_ == s.out_len_ || s.reset_) && s.ex_ != nullptr) {
+      s.drained_due_ = false;
+      s.ex_->attempt().on_client_drained();
     }
-    s = next;
-  }
+  });
 }
 
 void H2Conn::maybe_finish() {
@@ -258,9 +247,9 @@ void H2Conn::on_timer() {
   // request that stalls (no byte of its head or body for idle_timeout).
   const auto now = reactor_.now();
   bool watching = false;
-  for (H2Stream* s = streams_; s != nullptr && !closed_;) {
-    H2Stream* const next = s->next_;
-    s->hold();
+  for_each_stream([&](H2Stream& stream) {
+    if (closed_) return;
+    H2Stream* const s = &stream;
     if (s->out_len_ > s->out_pos_ && !s->reset_) {
       // Only the client's shut windows count: a stream that waits its turn on a slow but
       // reading connection is not stalled by its client (the connection's write has
@@ -283,9 +272,7 @@ void H2Conn::on_timer() {
     } else if (s->exchange_live_) {
       watching = true;  // its backend's own timeouts run
     }
-    s->release();
-    s = next;
-  }
+  });
   if (closed_ || writing_) return;
   if (watching) return arm_checks();
   if (live_ == 0) {
@@ -321,15 +308,9 @@ bool H2Conn::force_close() {
 
 void H2Conn::on_generation_retired(uint64_t retired, const Snapshot& current) {
   const Ref<H2Conn> keep(this);
-  for (H2Stream* s = streams_; s != nullptr;) {
-    H2Stream* const next = s->next_;
-    if (s->ex_ != nullptr && s->exchange_live_) {
-      s->hold();
-      s->ex_->on_generation_retired(retired, current);
-      s->release();
-    }
-    s = next;
-  }
+  for_each_stream([&](H2Stream& s) {
+    if (s.ex_ != nullptr && s.exchange_live_) s.ex_->on_generation_retired(retired, current);
+  });
 }
 
 void H2Conn::close() {
@@ -337,14 +318,10 @@ void H2Conn::close() {
   const Ref<H2Conn> keep(this);
   closed_ = true;
   begin_close();
-  for (H2Stream* s = streams_; s != nullptr;) {
-    H2Stream* const next = s->next_;
-    s->hold();
-    s->open_ = false;
-    s->abandon(peer_closed_ ? OutcomeSource::client : OutcomeSource::floodgate);
-    s->release();
-    s = next;
-  }
+  for_each_stream([&](H2Stream& s) {
+    s.open_ = false;
+    s.abandon(peer_closed_ ? OutcomeSource::client : OutcomeSource::floodgate);
+  });
   reactor_.request_buffers().release(std::exchange(in_, nullptr));
   in_len_ = 0;
   if (!writing_) reactor_.response_buffers().release(std::exchange(out_, nullptr));
@@ -446,7 +423,7 @@ void H2Conn::on_request_data(h2::StreamHandle handle, const char* data, std::siz
     session_.consume(s.id_, n);  // nobody takes it: the window reopens
     return;
   }
-  char* const area = s.in_ + reactor_.request_fields() * sizeof(http::HeaderField) + s.stage_off_;
+  char* const area = s.stage();
   const std::size_t cap = s.stage_cap_;
   s.request_at_ = reactor_.now();
   if (s.stage_len_ + n > cap) {
@@ -551,6 +528,10 @@ std::string_view H2Stream::client_ip() const noexcept {
 
 const net::TlsSession* H2Stream::tls() const noexcept {
   return conn_.client_.tls();
+}
+
+char* H2Stream::stage() const noexcept {
+  return in_ + conn_.reactor_.request_fields() * sizeof(http::HeaderField) + stage_off_;
 }
 
 // Request body staged and never passed on (the exchange ended first): the client's windows
@@ -663,10 +644,9 @@ std::size_t H2Stream::read_body(char* out, std::size_t max, bool& eof) {
 void H2Stream::pump_request_body(Attempt& a) {
   if (a.sending() || gone() || !a.head_ready() || ex_ == nullptr) return;
   Exchange& ex = *ex_;
-  Reactor& reactor = conn_.reactor_;
   const ServerParams& server = ex.gen->snapshot->server;
   const bool chunked = ex.head.body == http::BodyFraming::stream;
-  const char* const area = in_ + reactor.request_fields() * sizeof(http::HeaderField) + stage_off_;
+  const char* const area = stage();
   std::size_t passed = 0;
   while (stage_pos_ < stage_len_ && a.request_room() >= 2 * kFramingSlack) {
     const std::size_t n = std::min(stage_len_ - stage_pos_, a.request_room() - kFramingSlack);
@@ -705,26 +685,10 @@ void H2Stream::pump_request_body(Attempt& a) {
 
 void H2Stream::respond(const Decision& d) {
   Exchange& ex = *ex_;
-  // floodgate's answer as HTTP/1.1 would carry it (its prebuilt bytes, the pool's with its
-  // Retry-After, or one built now), parsed back into a status, fields and a body for HTTP/2.
+  // floodgate's answer as HTTP/1.1 would carry it, parsed back into a status, fields and a
+  // body for HTTP/2.
   std::array<char, 4096> built;
-  std::string_view bytes;
-  if (d.answer == nullptr && (d.retry_after != 0 || !d.extra.empty())) {
-    http::Writer w(built.data(), built.size());
-    if (http::write_generated_response({.reason = d.reason,
-                                        .close = false,
-                                        .retry_after_seconds = d.retry_after,
-                                        .extra_headers = d.extra},
-                                       w)) {
-      bytes = {built.data(), w.size()};
-    }
-  }
-  if (bytes.empty()) {
-    const bool pool_reason = pool_rejection_index(d.reason) < kPoolRejections.size();
-    bytes = d.answer != nullptr               ? d.answer->bytes(false)
-            : pool_reason && ex.up != nullptr ? ex.up->rejection(d.reason, false)
-                                              : http::generated_response(d.reason, false);
-  }
+  const std::string_view bytes = ex.answer_bytes(d, false, built.data(), built.size());
   if (reset_ || conn_.closed_) return finish_exchange();
   if (out_ == nullptr) out_ = conn_.reactor_.response_buffers().acquire();
   if (out_ == nullptr) {
@@ -783,15 +747,7 @@ void H2Stream::abandon(OutcomeSource by) {
     ex.log();
   }
   ex.abandon();
-  exchange_live_ = false;
-  give_back_stage();
-  if (--conn_.live_ == 0) {
-    conn_.idle_since_ = conn_.reactor_.now();
-    if (!conn_.writing_ && !conn_.closed_) conn_.arm_checks();
-  }
-  std::exchange(ex_, nullptr)->detach();
-  if (conn_.awaiting_room_ && !conn_.closed_) conn_.reactor_.poller().defer(conn_);
-  if (holds_ == 0 && !open_) conn_.free_stream(*this);
+  let_go();
 }
 
 void H2Stream::response_done() {
@@ -809,15 +765,21 @@ void H2Stream::finish_exchange() {
   ex.end_attempts();
   ex.end();
   for (Attempt& a : ex.attempts) a.release_buffers();
+  conn_.reactor_.request_buffers().release(std::exchange(in_, nullptr));
+  let_go();
+}
+
+// The stream lets go of its exchange (ended or abandoned): its slot of the concurrent-stream
+// limit is free, a new stream waiting for one is read, and an idle connection's timer runs.
+void H2Stream::let_go() {
   exchange_live_ = false;
   give_back_stage();
   if (--conn_.live_ == 0) {
     conn_.idle_since_ = conn_.reactor_.now();
-    if (!conn_.writing_) conn_.arm_checks();
+    if (!conn_.writing_ && !conn_.closed_) conn_.arm_checks();
   }
   std::exchange(ex_, nullptr)->detach();
-  conn_.reactor_.request_buffers().release(std::exchange(in_, nullptr));
-  if (conn_.awaiting_room_) conn_.reactor_.poller().defer(conn_);
+  if (conn_.awaiting_room_ && !conn_.closed_) conn_.reactor_.poller().defer(conn_);
   if (holds_ == 0 && !open_) conn_.free_stream(*this);
 }
 

@@ -77,6 +77,9 @@ class H2Stream final : public Downstream {
   std::size_t read_body(char* out, std::size_t max, bool& eof);
   void release_buffers();
   void give_back_stage();
+  // Where the request body is staged: after the field slots and the head's storage in in_.
+  char* stage() const noexcept;
+  void let_go();
 
   H2Conn& conn_;
   int32_t id_ = 0;
@@ -178,6 +181,18 @@ class H2Conn final : public ClientConnection, public http::h2::Handler, public n
   // Streams whose exchange has not ended: what the concurrent-stream limit counts.
   bool stream_room() const noexcept { return live_ < session_.advertised_max_streams(); }
   void free_stream(H2Stream& s) noexcept;
+  // Calls f(stream) for each stream in use, holding it meanwhile (so that it stays in the list
+  // and its successor is read after f, whatever f ends).
+  template <class F>
+  void for_each_stream(F&& f) {
+    for (H2Stream* s = streams_; s != nullptr;) {
+      s->hold();
+      f(*s);
+      H2Stream* const next = s->next_;
+      s->release();
+      s = next;
+    }
+  }
   http::h2::StreamHandle open_stream(int32_t id, http::h2::HeadStorage& storage);
   // Under pressure (the front in-flight cap three quarters full) the connection advertises
   // server.http2.min_concurrent_streams, and max_concurrent_streams again once the cap is

@@ -228,6 +228,11 @@ class Exchange final : public WaitOwner {
   // floodgate answers the request itself: the outcome is decided, then the downstream writes
   // the answer (its prebuilt bytes, or one built now).
   void answer(const Decision& d);
+  // The bytes of floodgate's answer for `d` as HTTP/1.1 carries it (`close`: with
+  // Connection: close): the stage's prebuilt answer, the pool's with its Retry-After for a pool
+  // reason, the plain one for the reason, or, when its Retry-After or header lines are known
+  // only now, one built into [buf, buf + cap) (nullptr, or too small: the plain one).
+  std::string_view answer_bytes(const Decision& d, bool close, char* buf, std::size_t cap) const;
   void answer(Reason reason) { answer(Decision::stop(reason)); }
   // Attempt `failed` failed for `reason`. When the other attempt is still live (a hedge), that
   // one goes on alone. Otherwise a retry when the rules allow it, else the failure is answered

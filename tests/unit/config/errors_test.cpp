@@ -14,14 +14,13 @@ using testing::load_with;
 using testing::only;
 
 TEST(ConfigErrors, RejectsAnUnknownKeyListingTheKnownOnes) {
-  EXPECT_EQ(
-      only(load_with("[server]\nthreads = 4")),
-      "test.toml:2:1: error: server.threads: unknown key 'threads' in [server]; expected "
-      "one of: listen, workers, io, max_header_bytes, max_headers, max_uri_bytes, "
-      "max_body_bytes, max_buffers_per_reactor, header_timeout, idle_timeout, "
-      "send_timeout, max_unsent_bytes, handshake_timeout, max_opening_connections, "
-      "max_requests_per_connection, drain_timeout, retirement_grace, trusted_proxies, tls, "
-      "http2");
+  EXPECT_EQ(only(load_with("[server]\nthreads = 4")),
+            "test.toml:2:1: error: server.threads: unknown key 'threads' in [server]; expected "
+            "one of: listen, workers, io, max_header_bytes, max_headers, max_uri_bytes, "
+            "max_body_bytes, max_buffers_per_reactor, header_timeout, idle_timeout, "
+            "send_timeout, max_unsent_bytes, handshake_timeout, max_opening_connections, "
+            "max_requests_per_connection, drain_timeout, retirement_grace, trusted_proxies, tls, "
+            "http2");
 }
 
 TEST(ConfigErrors, SuggestsTheClosestKeyForATypo) {

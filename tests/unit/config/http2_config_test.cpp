@@ -104,8 +104,7 @@ class ConfigHttp2Ranges : public ::testing::TestWithParam<Http2Range> {
   // `[server.http2]` on line 1, the key = `value` on line 2 and `beside` on line 3.
   LoadResult with(int64_t value) const {
     const Http2Range& c = GetParam();
-    return http2(std::string(c.key) + " = " + std::to_string(value) + "\n" +
-                 std::string(c.beside));
+    return http2(std::string(c.key) + " = " + std::to_string(value) + "\n" + std::string(c.beside));
   }
 };
 
